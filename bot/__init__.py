@@ -1,0 +1,1 @@
+"""specbench's surfaces: the command line, the console and the Slack bot."""

@@ -1,0 +1,194 @@
+"""The command line's commands: each parses nothing, loads what it needs, calls the core."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from jobs.errors import InfraError, RecordError, UserError
+
+
+def cmd_analyze(args: argparse.Namespace) -> int:
+    from jobs.messages import render_report
+    from jobs.records import parse_lines
+    from jobs.remedies import load_remedies
+    from jobs.report import analyze
+    from jobs.rules import load_rules
+    from jobs.verdicts import Metric
+
+    path = Path(args.runs)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RecordError(f"{path}: cannot read ({exc.strerror})") from None
+    records = list(parse_lines(text.splitlines(), source=str(path)))
+    if not records:
+        raise RecordError(f"{path}: no run records")
+    metric = _metric_defaults(records[0].preset)
+    metric = Metric(
+        name=args.metric or metric.name,
+        min_effect_pct=metric.min_effect_pct if args.min_effect is None else args.min_effect,
+        lower_is_better=metric.lower_is_better if args.lower_is_better is None else True,
+    )
+    report = analyze(records, metric=metric, rules=load_rules(), remedies=load_remedies())
+    sys.stdout.write(render_report(report, args.format))
+    return 0
+
+
+def _metric_defaults(preset_name: str) -> Any:
+    """The metric settings of the preset the records name, when the config has it."""
+    from jobs.errors import PresetError
+    from jobs.presets import load_preset, preset_names
+    from jobs.verdicts import Metric
+
+    if preset_name not in preset_names():
+        return Metric()
+    try:
+        preset = load_preset(preset_name)
+    except PresetError as exc:
+        print(f"specbench analyze: warning: {exc}; using the default metric", file=sys.stderr)
+        return Metric()
+    return Metric(
+        name=preset.metric, min_effect_pct=preset.min_effect_pct,
+        lower_is_better=preset.lower_is_better,
+    )
+
+
+def cmd_presets(args: argparse.Namespace) -> int:
+    from jobs.messages import render_text
+    from jobs.presets import load_all
+
+    sys.stdout.write(render_text("presets", presets=load_all()))
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from bot.progress import ProgressBar
+    from jobs import batches
+    from jobs.engines import get_engine
+    from jobs.events import CallbackSink
+    from jobs.messages import render_report
+    from jobs.plans import parse_sets
+    from jobs.store import Store
+
+    if args.reps is not None and args.reps < 1:
+        raise UserError(f"--reps must be at least 1, got {args.reps}")
+    plan = batches.plan_batch(
+        args.preset, engine=args.engine, overrides=parse_sets(args.sets), reps=args.reps,
+        queue=args.queue,
+    )
+    engine = get_engine(plan.engine)
+    batches.check_flags(plan, engine)
+    for warning in plan.warnings:
+        print(f"specbench run: warning: {warning}", file=sys.stderr)
+    store = Store()
+    row, _ = batches.submit(plan, store=store, requested_by=_local_user())
+    bar = ProgressBar(sys.stderr)
+    interrupted = {"count": 0}
+
+    def on_sigint(signum: int, frame: FrameType | None) -> None:
+        interrupted["count"] += 1
+        if interrupted["count"] > 1:
+            raise KeyboardInterrupt
+        bar.note("interrupt: stopping the server group (Ctrl-C again to force)")
+
+    previous = signal.signal(signal.SIGINT, on_sigint)
+    try:
+        report = batches.execute_batch(
+            row.id, store=store, sink=CallbackSink(bar.on_event), engine=engine,
+            should_stop=lambda: interrupted["count"] > 0,
+        )
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        bar.close()
+    sys.stdout.write(render_report(report, args.format))
+    return 1 if report.get("state") == "cancelled" and interrupted["count"] else 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from jobs.batches import build_report, replan
+    from jobs.messages import render_report
+    from jobs.records import to_jsonl
+    from jobs.store import Store
+
+    store = Store()
+    row = store.get_batch(args.batch) if args.batch else store.latest_batch()
+    if row is None:
+        raise UserError(f"unknown batch {args.batch!r}" if args.batch else "no batch stored yet")
+    records = store.records(row.id)
+    if args.format == "jsonl":
+        sys.stdout.write(to_jsonl(records))
+        return 0
+    if not any(r.role == "baseline" for r in records):
+        raise UserError(f"batch {row.id} ({row.state}) has no baseline record yet")
+    report = build_report(records, replan(row))
+    report["state"] = row.state
+    sys.stdout.write(render_report(report, args.format))
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from jobs.store import Store
+
+    store = Store()
+    rows = store.list_batches(states=("queued", "running"))
+    if args.format == "json":
+        payload = [
+            {"batch": r.id, "preset": r.preset, "queue": r.queue, "state": r.state,
+             "requested_by": r.requested_by}
+            for r in rows
+        ]
+        print(json.dumps(payload, indent=2))
+    elif not rows:
+        print("No batch is running or queued.")
+    else:
+        for r in rows:
+            print(f"{r.queue}: {r.id} {r.preset} {r.state} (by {r.requested_by})")
+    return 0
+
+
+def cmd_cancel(args: argparse.Namespace) -> int:
+    from jobs.store import TERMINAL_STATES, Store
+
+    store = Store()
+    row = store.get_batch(args.batch)
+    if row is None:
+        raise UserError(f"unknown batch {args.batch!r}")
+    if row.state in TERMINAL_STATES:
+        print(f"batch {row.id} already ended ({row.state})")
+        return 0
+    store.request_cancel(row.id)
+    if row.state == "queued":
+        store.set_state(row.id, "cancelled")
+    print(f"batch {row.id}: cancel requested")
+    return 0
+
+
+def _unavailable(what: str) -> int:
+    raise InfraError(f"{what} is not part of this build yet")
+
+
+def cmd_console(args: argparse.Namespace) -> int:
+    return _unavailable("the console")
+
+
+def cmd_bot(args: argparse.Namespace) -> int:
+    return _unavailable("the Slack bot")
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    return _unavailable("the distributed worker")
+
+
+def cmd_digest(args: argparse.Namespace) -> int:
+    return _unavailable("the digest")
+
+
+def _local_user() -> str:
+    return os.environ.get("USER") or os.environ.get("LOGNAME") or "local"

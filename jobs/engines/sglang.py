@@ -1,0 +1,293 @@
+"""The SGLang engine: one `launch_server` process group per configuration (SPEC.md's contract).
+
+A run is: free port, launch, wait for `/health` (or the ready line) while a watcher reads every
+log line against the fatal failure rules, one `bench_serving` per repetition, and always a stop
+of the whole group. A fatal line, an early exit, a timeout or a cancel each end the run at once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobs import preflight
+from jobs.engines.base import RunContext, now_iso, to_run_record
+from jobs.fingerprint import host_fingerprint
+from jobs.plans import BatchPlan, RunConfig
+from jobs.procs import TAIL_LINES, ProcessGroup, free_port
+from jobs.records import RunRecord
+from jobs.rules import Match, RuleSet, load_rules
+from jobs.settings import sglang_python
+
+log = logging.getLogger(__name__)
+
+READY_LINE = "The server is fired up and ready to roll!"
+BENCH_METRICS = ("output_throughput", "total_throughput", "median_ttft_ms", "median_itl_ms")
+TICK_S = 0.1  # longest a fatal line, an exit or a bench end waits to be noticed
+HEALTH_EVERY_S = 0.2
+STOP_CHECK_EVERY_S = 0.5
+GRACE_S = 5.0
+FATAL_GRACE_S = 1.0  # a server that logged a fatal line can only die: no need to wait long
+BENCH_ERROR_LINES = 30
+_CONTEXT_LINES = 20
+
+
+def to_cli_args(args: Mapping[str, Any]) -> list[str]:
+    """Server args or bench settings as flags: `true` is a bare flag, false/None are dropped."""
+    argv: list[str] = []
+    for key, value in args.items():
+        if value is None or value is False:
+            continue
+        flag = preflight.to_flag(key)
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, list | tuple):
+            argv += [flag, *(str(v) for v in value)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def last_json_line(path: Path) -> dict[str, Any] | None:
+    """The last line of a JSONL file that is a JSON object (bench_serving appends one per run)."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            return data
+    return None
+
+
+class SGLangEngine:
+    """Runs configurations with `$SPECBENCH_SGLANG_PYTHON -m sglang.launch_server`."""
+
+    name = "sglang"
+
+    def preflight(self, plan: BatchPlan) -> dict[str, str]:
+        _, flags = preflight.known_flags(sglang_python())
+        return preflight.check_plan(plan, flags)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return host_fingerprint(sglang_python())
+
+    def run(self, config: RunConfig, ctx: RunContext) -> RunRecord:
+        return _Run(config=config, ctx=ctx, rules=load_rules()).execute()
+
+
+@dataclass
+class _Ending:
+    """Why a run stopped early; None of these means it went well."""
+
+    status: str
+    exit_code: int | None = None
+    extra_lines: list[str] = field(default_factory=list)
+
+
+class _Watch:
+    """Reads the server's log lines and polls /health; sets `event` on anything that matters."""
+
+    def __init__(self, rules: RuleSet, port: int) -> None:
+        self.rules = rules
+        self.port = port
+        self.event = threading.Event()
+        self.fatal: Match | None = None
+        self.fatal_at: float | None = None
+        self.ready = False
+        self._previous: deque[str] = deque(maxlen=_CONTEXT_LINES)
+        self._closed = threading.Event()
+        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+    def on_line(self, line: str) -> None:
+        try:
+            if self.fatal is None:
+                match = self.rules.fatal_match(line, tuple(self._previous))
+                if match is not None:
+                    self.fatal, self.fatal_at = match, time.monotonic()
+                    self.event.set()
+            if READY_LINE in line:
+                self.ready = True
+                self.event.set()
+        except Exception:  # the log pump must keep draining the pipe whatever happens
+            log.exception("log watcher failed on %r", line)
+        self._previous.append(line)
+
+    def poll_health(self) -> None:
+        url = f"http://127.0.0.1:{self.port}/health"
+        while not self._closed.wait(HEALTH_EVERY_S) and not self.ready:
+            try:
+                with self._opener.open(url, timeout=2.0) as response:
+                    if response.status == 200:
+                        self.ready = True
+                        self.event.set()
+            except (OSError, urllib.error.URLError, ValueError):
+                pass
+
+    def close(self) -> None:
+        self._closed.set()
+
+
+class _Run:
+    """One configuration's run; `execute` never leaves a process of it behind."""
+
+    def __init__(self, *, config: RunConfig, ctx: RunContext, rules: RuleSet) -> None:
+        self.config = config
+        self.ctx = ctx
+        self.python = sglang_python()
+        self.port = free_port()
+        self.env = {**os.environ, **{k: str(v) for k, v in config.env.items()}}
+        self.watch = _Watch(rules, self.port)
+        self.server: ProcessGroup | None = None
+        self.bench: ProcessGroup | None = None
+        self._stop_checked = 0.0
+        self._stopping = False
+        stem = ctx.log_path.name.removesuffix(".log")
+        self.bench_log = ctx.log_path.with_name(f"{stem}.bench.log")
+        self.bench_stem = ctx.log_path.with_name(f"{stem}.bench")
+
+    def execute(self) -> RunRecord:
+        started_at = now_iso()
+        samples: dict[str, list[float]] = {}
+        accept: list[float] = []
+        ending: _Ending | None = None
+        try:
+            self.ctx.on_phase("launching", {})
+            ending = self._launch() or self._wait_ready()
+            if ending is None:
+                self.ctx.on_phase("ready", {})
+                for rep in range(1, self.ctx.plan.reps + 1):
+                    self.ctx.on_phase("repetition", {"rep": rep, "of": self.ctx.plan.reps})
+                    ending = self._bench_once(rep, samples=samples, accept=accept)
+                    if ending is not None:
+                        break
+        finally:
+            self._shut_down(fatal=ending is not None and ending.status == "failed")
+        ending = ending or _Ending("ok", exit_code=0)
+        tail = list(self.server.tail) if self.server is not None else []
+        metrics: dict[str, Any] = dict(samples)
+        metrics["accept_length"] = sum(accept) / len(accept) if accept else None
+        return to_run_record(
+            self.config, self.ctx, status=ending.status, started_at=started_at,
+            exit_code=ending.exit_code,
+            log_tail="\n".join([*tail, *ending.extra_lines][-TAIL_LINES:]),
+            metrics=metrics,
+        )
+
+    def _launch(self) -> _Ending | None:
+        argv = [
+            self.python, "-m", "sglang.launch_server", "--host", "127.0.0.1",
+            "--port", str(self.port), *to_cli_args(self.config.server_args),
+        ]
+        try:
+            self.server = ProcessGroup(
+                argv, env=self.env, log_path=self.ctx.log_path, on_line=self.watch.on_line
+            )
+        except OSError as exc:
+            return _Ending("failed", extra_lines=[f"specbench: cannot start {self.python}: {exc}"])
+        threading.Thread(target=self.watch.poll_health, name="health", daemon=True).start()
+        return None
+
+    def _wait_ready(self) -> _Ending | None:
+        deadline = time.monotonic() + self.ctx.plan.startup_s
+        while True:
+            ending = self._server_ending() or self._cancel_ending()
+            if ending is not None:
+                return ending
+            if self.watch.ready:
+                return None
+            if time.monotonic() >= deadline:
+                return _Ending("timeout")
+            self.watch.event.wait(TICK_S)
+            self.watch.event.clear()
+
+    def _bench_once(
+        self, rep: int, *, samples: dict[str, list[float]], accept: list[float]
+    ) -> _Ending | None:
+        out_file = Path(f"{self.bench_stem}.rep{rep}.{secrets.token_hex(3)}.jsonl")
+        argv = [
+            self.python, "-m", "sglang.bench_serving", "--backend", "sglang",
+            "--base-url", f"http://127.0.0.1:{self.port}", "--output-file", str(out_file),
+            *to_cli_args(self.ctx.plan.bench),
+        ]
+        try:
+            self.bench = ProcessGroup(argv, env=self.env, log_path=self.bench_log)
+        except OSError as exc:
+            return _Ending("failed", extra_lines=[f"specbench: cannot start bench_serving: {exc}"])
+        deadline = time.monotonic() + self.ctx.plan.bench_s
+        ending: _Ending | None = None
+        try:
+            while ending is None and self.bench.poll() is None:
+                ending = self._server_ending() or self._cancel_ending()
+                if ending is None and time.monotonic() >= deadline:
+                    ending = _Ending("timeout", extra_lines=self._bench_lines(rep, "timed out"))
+                if ending is None:
+                    self.watch.event.wait(TICK_S)
+                    self.watch.event.clear()
+        finally:
+            self.bench.stop(grace_s=2.0)
+        if ending is not None:
+            return ending
+        code = self.bench.proc.returncode
+        result = last_json_line(out_file)
+        if code != 0 or result is None:
+            why = f"exited {code}" if code != 0 else f"exited 0 but wrote no result to {out_file}"
+            return _Ending("failed", exit_code=code, extra_lines=self._bench_lines(rep, why))
+        for key in dict.fromkeys((*BENCH_METRICS, self.ctx.plan.metric)):
+            value = result.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                samples.setdefault(key, []).append(float(value))
+        value = result.get("accept_length")
+        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+            accept.append(float(value))
+        return None
+
+    def _bench_lines(self, rep: int, why: str) -> list[str]:
+        assert self.bench is not None
+        self.bench.wait_output(1.0)
+        lines = [line for line in self.bench.tail if line.strip()][-BENCH_ERROR_LINES:]
+        return [f"specbench: bench_serving (repetition {rep}) {why}:", *lines]
+
+    def _server_ending(self) -> _Ending | None:
+        """Failed at once on a fatal log line or when the server exits by itself."""
+        assert self.server is not None
+        if self.watch.fatal is not None:
+            return _Ending("failed", exit_code=self.server.poll())
+        code = self.server.poll()
+        if code is None:
+            return None
+        self.server.wait_output(2.0)  # its last lines may name the cause
+        return _Ending("failed", exit_code=code)
+
+    def _cancel_ending(self) -> _Ending | None:
+        now = time.monotonic()
+        if now - self._stop_checked < STOP_CHECK_EVERY_S:
+            return None
+        self._stop_checked = now
+        return _Ending("cancelled") if self.ctx.should_stop() else None
+
+    def _shut_down(self, *, fatal: bool) -> None:
+        self.watch.close()
+        try:
+            if self.server is not None:
+                self.ctx.on_phase("stopping", {})
+        finally:
+            if self.bench is not None and self.bench.poll() is None:
+                self.bench.stop(grace_s=2.0)
+            if self.server is not None:
+                self.server.stop(grace_s=FATAL_GRACE_S if fatal else GRACE_S, port=self.port)

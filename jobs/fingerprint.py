@@ -1,0 +1,122 @@
+"""The host's fingerprint (SPEC.md's keys): GPU, count, driver, compute capability, interconnect,
+and the CUDA, torch, SGLang and NCCL versions the SGLang interpreter sees.
+
+`to_fingerprint` is pure (tested on recorded `nvidia-smi` output); `host_fingerprint` runs the
+probes, each of which may fail without failing the others. A host without a GPU says so:
+`gpu: "none"`, `gpu_count: 0`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Sequence
+from typing import Any
+
+SMI_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"]
+TOPO_QUERY = ["nvidia-smi", "topo", "-m"]
+PROBE = """\
+import json
+out = {}
+try:
+    import sglang
+    out["sglang"] = str(sglang.__version__)
+except Exception:
+    pass
+try:
+    import torch
+    out["torch"] = str(torch.__version__)
+    out["cuda"] = torch.version.cuda
+    nccl = torch.cuda.nccl.version()
+    out["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
+except Exception:
+    pass
+print(json.dumps(out))
+"""
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_GPU = re.compile(r"^GPU\d+$")
+_NVLINK = re.compile(r"^NV\d+$")
+
+
+def to_fingerprint(smi_csv: str | None, topo_text: str | None, probe_json: str | None) -> dict[str, Any]:
+    """The fingerprint from `nvidia-smi --query-gpu`, `nvidia-smi topo -m` and the probe's JSON."""
+    gpus = parse_gpus(smi_csv or "")
+    names = list(dict.fromkeys(name for name, _, _ in gpus))
+    versions = parse_probe(probe_json or "")
+    return {
+        "gpu": " + ".join(names) if names else "none",
+        "gpu_count": len(gpus),
+        "compute_capability": gpus[0][2] if gpus else None,
+        "interconnect": to_interconnect(topo_text or "") if len(gpus) > 1 else None,
+        "driver": gpus[0][1] if gpus else None,
+        "cuda": versions.get("cuda"),
+        "torch": versions.get("torch"),
+        "sglang": versions.get("sglang"),
+        "nccl": versions.get("nccl"),
+    }
+
+
+def parse_gpus(smi_csv: str) -> list[tuple[str, str | None, str | None]]:
+    """(name, driver, compute capability) per GPU line of the CSV query."""
+    gpus: list[tuple[str, str | None, str | None]] = []
+    for line in smi_csv.splitlines():
+        fields = [f.strip() for f in line.split(",")]
+        if len(fields) < 3 or not fields[0] or fields[0].lower().startswith("name"):
+            continue
+        name, driver, cap = fields[0], fields[1], fields[2]
+        gpus.append((name, _known(driver), _known(cap)))
+    return gpus
+
+
+def to_interconnect(topo_text: str) -> str | None:
+    """`NVLink` when any GPU pair is joined by `NV<n>`, `PCIe` for a matrix without, else None."""
+    columns: list[str] = []
+    pairs = 0
+    for raw in _ANSI.sub("", topo_text).splitlines():
+        cells = raw.split()
+        if not columns:
+            if cells and cells[0] == "GPU0":
+                columns = cells
+            continue
+        if not cells or not _GPU.match(cells[0]):
+            continue
+        for column, cell in zip(columns, cells[1:], strict=False):
+            if not _GPU.match(column) or column == cells[0]:
+                continue
+            pairs += 1
+            if _NVLINK.match(cell):
+                return "NVLink"
+    return "PCIe" if pairs else None
+
+
+def parse_probe(probe_json: str) -> dict[str, str | None]:
+    """The probe's last JSON line as version strings; anything unreadable is left out."""
+    for line in reversed(probe_json.strip().splitlines()):
+        try:
+            data = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(data, dict):
+            return {k: (str(v) if v is not None else None) for k, v in data.items()}
+    return {}
+
+
+def host_fingerprint(python: str) -> dict[str, Any]:
+    """Run the probes on this host; each one that fails leaves its keys unknown."""
+    return to_fingerprint(_output(SMI_QUERY), _output(TOPO_QUERY), _output([python, "-c", PROBE]))
+
+
+def _output(argv: Sequence[str], timeout_s: float = 60.0) -> str | None:
+    try:
+        done = subprocess.run(
+            list(argv), capture_output=True, text=True, timeout=timeout_s,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _known(value: str) -> str | None:
+    return None if not value or value.startswith("[") or value.upper() == "N/A" else value

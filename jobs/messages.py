@@ -1,0 +1,102 @@
+"""Messages: Jinja templates turn report data into text, JSON or Slack Block Kit.
+
+The report is data; templates only format it. `StrictUndefined` is on, HTML autoescape off;
+only what Slack needs (`&`, `<`, `>`) is escaped. Slack's limits are enforced here, visibly.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+
+import jinja2
+
+from jobs import settings
+
+MAX_BLOCKS = 50
+MAX_SECTION_CHARS = 3000
+MAX_HEADER_CHARS = 150
+MAX_TABLE_ROWS = 100  # the header row included
+FORMATS = ("text", "json", "slack")
+
+
+def slack_escape(text: Any) -> str:
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(settings.templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        trim_blocks=False,
+        lstrip_blocks=False,
+        keep_trailing_newline=False,
+    )
+    env.filters["slack"] = slack_escape
+    return env
+
+
+def render_text(name: str, **context: Any) -> str:
+    """A plain-text template (`NAME.txt.j2`), redacted."""
+    text = environment().get_template(f"{name}.txt.j2").render(**context)
+    return settings.redact(text).rstrip() + "\n"
+
+
+def render_blocks(name: str, *, fallback: str, **context: Any) -> dict[str, Any]:
+    """A Block Kit template (`NAME.slack.j2`) as a chat.postMessage payload within limits."""
+    raw = environment().get_template(f"{name}.slack.j2").render(**context)
+    blocks = json.loads(settings.redact(raw))
+    return {"text": settings.redact(fallback)[:MAX_SECTION_CHARS], "blocks": fit_blocks(blocks)}
+
+
+def fit_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Cut sections, headers, tables and the block count to Slack's limits, saying so."""
+    fitted = [_fit_block(block) for block in blocks]
+    if len(fitted) > MAX_BLOCKS:
+        dropped = len(fitted) - (MAX_BLOCKS - 1)
+        fitted = fitted[: MAX_BLOCKS - 1] + [_note(f"… {dropped} more blocks cut (Slack's limit)")]
+    return fitted
+
+
+def _fit_block(block: dict[str, Any]) -> dict[str, Any]:
+    block = dict(block)
+    text = block.get("text")
+    if isinstance(text, dict) and isinstance(text.get("text"), str):
+        limit = MAX_HEADER_CHARS if block.get("type") == "header" else MAX_SECTION_CHARS
+        block["text"] = {**text, "text": cut(text["text"], limit)}
+    if block.get("type") == "table" and len(block.get("rows", [])) > MAX_TABLE_ROWS:
+        block["rows"] = block["rows"][:MAX_TABLE_ROWS]
+    return block
+
+
+def cut(text: str, limit: int) -> str:
+    """`text` within `limit` characters; a cut text ends with a note saying how much was cut."""
+    if len(text) <= limit:
+        return text
+    keep = max(limit - 40, 0)  # room for the note below
+    return f"{text[:keep]}\n… (cut: {len(text) - keep} more characters)"
+
+
+def _note(text: str) -> dict[str, Any]:
+    return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
+
+
+def render_report(report: dict[str, Any], fmt: str) -> str:
+    """The batch summary in one of `FORMATS`."""
+    if fmt == "json":
+        return settings.redact(json.dumps(report, indent=2, ensure_ascii=False)) + "\n"
+    if fmt == "slack":
+        return json.dumps(summary_payload(report), indent=2, ensure_ascii=False) + "\n"
+    names = [r["approach"] for r in report["results"]]
+    width = min(max([len(n) for n in names] + [len("Approach")]), 40)
+    return render_text("batch_summary", report=report, width=width, cut_rows=0)
+
+
+def summary_payload(report: dict[str, Any]) -> dict[str, Any]:
+    headline = environment().get_template("_macros.j2").module.headline(report)  # type: ignore[attr-defined]
+    return render_blocks(
+        "batch_summary", fallback=str(headline), report=report, table_rows=MAX_TABLE_ROWS - 1
+    )

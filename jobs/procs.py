@@ -1,0 +1,150 @@
+"""Process trees: every server or measurement runs in its own process group, logged to a file.
+
+A crash, a hang and a cancel all end the same way: SIGTERM to the whole group, a grace period,
+SIGKILL, then a wait until no member of the group is left (zombies aside) and the port is free.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import IO
+
+LineCallback = Callable[[str], None]
+TAIL_LINES = 200
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def is_port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def group_members(pgid: int) -> list[int]:
+    """Live (non-zombie) processes whose process group is `pgid`, read from /proc."""
+    members: list[int] = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
+            members.append(int(entry))
+    return members
+
+
+class ProcessGroup:
+    """A child started in a new session; its output goes line by line to a log and a callback."""
+
+    def __init__(
+        self,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str],
+        log_path: Path,
+        on_line: LineCallback | None = None,
+        cwd: Path | None = None,
+    ) -> None:
+        self.argv = list(argv)
+        self.log_path = log_path
+        self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        self._on_line = on_line
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log: IO[str] = open(log_path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
+        self.started_at = time.monotonic()
+        self.proc = subprocess.Popen(
+            self.argv,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            bufsize=1,
+        )
+        self.pgid = self.proc.pid
+        self._reader = threading.Thread(target=self._pump, name=f"log-{self.pgid}", daemon=True)
+        self._reader.start()
+
+    def _pump(self) -> None:
+        assert self.proc.stdout is not None
+        for raw in self.proc.stdout:
+            line = raw.rstrip("\n")
+            self.tail.append(line)
+            self._log.write(raw if raw.endswith("\n") else raw + "\n")
+            self._log.flush()
+            if self._on_line is not None:
+                self._on_line(line)
+        self.proc.stdout.close()
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def wait_output(self, timeout: float = 5.0) -> None:
+        """Let the reader drain what the child wrote before it exited."""
+        self._reader.join(timeout)
+
+    def tail_text(self) -> str:
+        return "\n".join(self.tail)
+
+    def stop(self, *, grace_s: float = 5.0, port: int | None = None) -> float:
+        """SIGTERM the group, SIGKILL after `grace_s`, wait until it is gone; seconds it took."""
+        begun = time.monotonic()
+        self._signal(signal.SIGTERM)
+        deadline = begun + grace_s
+        while time.monotonic() < deadline and self._alive():
+            time.sleep(0.05)
+        if self._alive():
+            self._signal(signal.SIGKILL)
+            kill_deadline = time.monotonic() + 10.0
+            while time.monotonic() < kill_deadline and self._alive():
+                time.sleep(0.05)
+        self._reap()
+        if port is not None:
+            port_deadline = time.monotonic() + 10.0
+            while time.monotonic() < port_deadline and not is_port_free(port):
+                time.sleep(0.05)
+        self.wait_output(2.0)
+        self._log.close()
+        return time.monotonic() - begun
+
+    def _signal(self, signum: int) -> None:
+        try:
+            os.killpg(self.pgid, signum)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def _reap(self) -> None:
+        try:
+            self.proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            pass
+
+    def _alive(self) -> bool:
+        self.proc.poll()
+        return bool(group_members(self.pgid))

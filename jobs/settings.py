@@ -1,0 +1,79 @@
+"""Where specbench finds its configuration, data and services (SPEC.md's environment)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+_PACKAGE = Path(__file__).resolve().parent
+_SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+
+
+def _shipped(name: str) -> Path:
+    """A folder shipped with the package: inside the wheel, or the checkout's own."""
+    inside = _PACKAGE / "_shipped" / name
+    return inside if inside.is_dir() else _PACKAGE.parent / name
+
+
+def config_dir() -> Path:
+    return Path(os.environ.get("SPECBENCH_CONFIG_DIR") or _shipped("config"))
+
+
+def templates_dir() -> Path:
+    return _shipped("templates")
+
+
+def data_dir() -> Path:
+    return Path(os.environ.get("SPECBENCH_DATA_DIR") or ".specbench")
+
+
+def database_url() -> str:
+    url = os.environ.get("SPECBENCH_DATABASE_URL")
+    if url:
+        return url
+    return f"sqlite:///{(data_dir() / 'specbench.db').resolve()}"
+
+
+def broker_url() -> str | None:
+    return os.environ.get("SPECBENCH_BROKER_URL") or None
+
+
+def default_queue() -> str:
+    return os.environ.get("SPECBENCH_QUEUE") or "default"
+
+
+def sglang_python() -> str:
+    return os.environ.get("SPECBENCH_SGLANG_PYTHON") or "python3"
+
+
+def id_list(name: str) -> frozenset[str]:
+    """A comma-separated list of Slack IDs from the environment; empty means no restriction."""
+    return frozenset(part.strip() for part in os.environ.get(name, "").split(",") if part.strip())
+
+
+def is_secret_name(name: str) -> bool:
+    upper = name.upper()
+    return any(word in upper for word in _SECRET_WORDS)
+
+
+def secret_values(environ: dict[str, str] | None = None) -> list[str]:
+    """The values that must never be shown: every env value whose name looks secret."""
+    env = os.environ if environ is None else environ
+    return sorted(
+        {v for k, v in env.items() if is_secret_name(k) and len(v) >= 4}, key=len, reverse=True
+    )
+
+
+def redact(text: str, extra: dict[str, str] | None = None) -> str:
+    """Replace every secret value (from the process env and `extra`) with ***."""
+    values = set(secret_values())
+    if extra:
+        values.update(v for k, v in extra.items() if is_secret_name(k) and len(str(v)) >= 4)
+    for value in sorted(values, key=len, reverse=True):
+        text = text.replace(value, "***")
+    return text
+
+
+def redact_env(env: dict[str, str]) -> dict[str, str]:
+    """An env mapping as it may be shown: secret-looking names read ***."""
+    return {k: ("***" if is_secret_name(k) else v) for k, v in env.items()}
