@@ -5,10 +5,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import sys
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
 from jobs.errors import InfraError, RecordError, UserError
@@ -69,13 +67,10 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from bot.progress import ProgressBar
     from jobs import batches
+    from jobs.dispatch import get_dispatcher
     from jobs.engines import get_engine
-    from jobs.events import CallbackSink
-    from jobs.messages import render_report
     from jobs.plans import parse_sets
-    from jobs.store import Store
 
     if args.reps is not None and args.reps < 1:
         raise UserError(f"--reps must be at least 1, got {args.reps}")
@@ -83,32 +78,69 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.preset, engine=args.engine, overrides=parse_sets(args.sets), reps=args.reps,
         queue=args.queue,
     )
-    engine = get_engine(plan.engine)
-    batches.check_flags(plan, engine)
+    batches.check_flags(plan, get_engine(plan.engine))
     for warning in plan.warnings:
         print(f"specbench run: warning: {warning}", file=sys.stderr)
-    store = Store()
-    row, _ = batches.submit(plan, store=store, requested_by=_local_user())
-    bar = ProgressBar(sys.stderr)
-    interrupted = {"count": 0}
-
-    def on_sigint(signum: int, frame: FrameType | None) -> None:
-        interrupted["count"] += 1
-        if interrupted["count"] > 1:
-            raise KeyboardInterrupt
-        bar.note("interrupt: stopping the server group (Ctrl-C again to force)")
-
-    previous = signal.signal(signal.SIGINT, on_sigint)
+    dispatcher = get_dispatcher()
     try:
-        report = batches.execute_batch(
-            row.id, store=store, sink=CallbackSink(bar.on_event), engine=engine,
-            should_stop=lambda: interrupted["count"] > 0,
-        )
+        return _run_and_wait(dispatcher, plan, args)
     finally:
-        signal.signal(signal.SIGINT, previous)
+        dispatcher.close()
+
+
+def _run_and_wait(dispatcher: Any, plan: Any, args: argparse.Namespace) -> int:
+    """Submit, follow the batch's events on stderr, print its report on stdout."""
+    import time
+
+    from bot.progress import ProgressBar
+    from jobs.messages import render_report
+
+    bar = ProgressBar(sys.stderr)
+    subscription = dispatcher.subscribe()
+    submitted = dispatcher.submit(plan, requested_by=_local_user())
+    batch_id = submitted.batch.id
+    if submitted.live_workers == 0:
+        bar.note(f"batch {batch_id} queued on {plan.queue!r}, which no live worker serves yet")
+    deadline = time.monotonic() + args.timeout
+    started = False
+    interrupted = False
+    report: dict[str, Any] | None = None
+    try:
+        while True:
+            try:
+                event = subscription.get(timeout=min(0.5, max(deadline - time.monotonic(), 0)))
+            except KeyboardInterrupt:
+                if interrupted:
+                    raise
+                interrupted = True
+                bar.note("interrupt: cancelling the batch (Ctrl-C again to leave it running)")
+                dispatcher.cancel(batch_id)
+                continue
+            if event is None:
+                if time.monotonic() >= deadline:
+                    if not started:
+                        dispatcher.cancel(batch_id)
+                        raise InfraError(
+                            f"no worker picked batch {batch_id} up within {args.timeout:g} s"
+                        )
+                    raise InfraError(f"batch {batch_id} did not finish within {args.timeout:g} s")
+                continue
+            if event.get("batch") != batch_id:
+                continue
+            started = started or event["type"] != "batch.queued"
+            bar.on_event(event)
+            if event["type"] in ("batch.finished", "batch.cancelled"):
+                report = event.get("report")
+                break
+    finally:
+        subscription.close()
         bar.close()
+    if report is None:
+        row = dispatcher.store.get_batch(batch_id)
+        raise InfraError(f"batch {batch_id} ended {row.state if row else 'unknown'} "
+                         f"without a report: {row.error if row else ''}")
     sys.stdout.write(render_report(report, args.format))
-    return 1 if report.get("state") == "cancelled" and interrupted["count"] else 0
+    return 1 if interrupted else 0
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -163,9 +195,9 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if row.state in TERMINAL_STATES:
         print(f"batch {row.id} already ended ({row.state})")
         return 0
-    store.request_cancel(row.id)
-    if row.state == "queued":
-        store.set_state(row.id, "cancelled")
+    from jobs.dispatch import request_cancel
+
+    request_cancel(store, row.id)
     print(f"batch {row.id}: cancel requested")
     return 0
 

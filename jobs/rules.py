@@ -9,10 +9,12 @@ also match. Fatal rules let the live log watcher stop a server that can only die
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -62,6 +64,13 @@ class Rule:
     explanation: str
     context: re.Pattern[str] | None = None
     context_lines: int = DEFAULT_CONTEXT_LINES
+    # The pattern over a whole log at once (line anchors kept): a cheap test that skips the
+    # rule when no line of the log can match it.
+    whole_log: re.Pattern[str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        whole = re.compile(self.pattern.pattern, self.pattern.flags | re.MULTILINE)
+        object.__setattr__(self, "whole_log", whole)
 
     def is_match(self, line: str, previous: Sequence[str] = ()) -> bool:
         if not self.pattern.search(line):
@@ -85,8 +94,23 @@ class Match:
 class RuleSet:
     rules: tuple[Rule, ...]
     ignore: tuple[re.Pattern[str], ...] = ()
+    # The ignore patterns as one alternation: one search per line instead of one per pattern.
+    ignore_any: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        combined = None
+        if self.ignore and all(p.flags == self.ignore[0].flags for p in self.ignore):
+            try:
+                combined = re.compile(
+                    "|".join(f"(?:{p.pattern})" for p in self.ignore), self.ignore[0].flags
+                )
+            except re.error:  # e.g. inline global flags inside one pattern
+                combined = None
+        object.__setattr__(self, "ignore_any", combined)
 
     def is_ignored(self, line: str) -> bool:
+        if self.ignore_any is not None:
+            return self.ignore_any.search(line) is not None
         return any(pattern.search(line) for pattern in self.ignore)
 
     def classify(self, log_text: str) -> Match | None:
@@ -98,10 +122,19 @@ class RuleSet:
             for i, line in enumerate(lines)
             if line.strip() and i not in code and not self.is_ignored(line)
         ]
+        text = "\n".join(line for _, line in candidates)
+        offsets = list(itertools.accumulate((len(line) + 1 for _, line in candidates), initial=0))
         for rule in self.rules:
-            for i, line in candidates:
-                if rule.is_match(line, lines[:i]):
+            # Jump from one whole-log hit to the next; the per-line test stays authoritative.
+            position = 0
+            while (hit := rule.whole_log.search(text, position)) is not None:
+                k = bisect.bisect_right(offsets, hit.start()) - 1
+                i, line = candidates[k]
+                if rule.is_match(line, lines[max(0, i - rule.context_lines) : i]):
                     return Match(tag=rule.tag, line=line.strip(), rule=rule)
+                position = offsets[k + 1]
+                if position >= len(text):
+                    break
         return None
 
     def fatal_match(self, line: str, previous: Sequence[str] = ()) -> Match | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import os
 from pathlib import Path
 
@@ -77,3 +78,7 @@ def redact(text: str, extra: dict[str, str] | None = None) -> str:
 def redact_env(env: dict[str, str]) -> dict[str, str]:
     """An env mapping as it may be shown: secret-looking names read ***."""
     return {k: ("***" if is_secret_name(k) else v) for k, v in env.items()}
+
+
+def utcnow() -> datetime.datetime:
+    return datetime.datetime.now(datetime.UTC)

@@ -1,0 +1,39 @@
+# specbench: `make demo` runs the CPU demo batch, `make test` the whole suite. Both install what
+# they need into .venv first. TORCH picks the torch build (see README for the CPU-only index).
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+TORCH  ?= torch==2.13.0
+TORCH_INDEX ?=
+EXTRAS := local,postgres,distributed,slack,charts,dev
+STAMP  := $(VENV)/.installed
+
+.PHONY: install demo test lint bench services clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+	touch $(STAMP)
+
+demo: install
+	$(VENV)/bin/specbench run cpu-demo
+
+services:
+	bash scripts/services.sh
+
+test: install services
+	$(PY) -m pytest -q -p no:cacheprovider
+
+lint: install
+	$(VENV)/bin/ruff check bot jobs tests
+	$(VENV)/bin/mypy
+
+bench: install services
+	$(PY) -m tests.bench
+
+clean:
+	rm -rf $(VENV) .specbench .pytest_cache .mypy_cache .ruff_cache
