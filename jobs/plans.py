@@ -15,6 +15,7 @@ import yaml
 
 from jobs.errors import KnobError, UserError
 from jobs.presets import Approach, Preset, Scalar
+from jobs.settings import is_secret_name
 
 
 @dataclass(frozen=True)
@@ -163,14 +164,18 @@ def confounds(
 ) -> list[tuple[str, str, str]]:
     """(knob, approach value, baseline value) for every undeclared difference."""
     found: list[tuple[str, str, str]] = []
-    for ours, theirs, declared in (
-        (server_args, base_args, change.get("server_args", {})),
-        (env, base_env, change.get("env", {})),
+    for ours, theirs, declared, is_env in (
+        (server_args, base_args, change.get("server_args", {}), False),
+        (env, base_env, change.get("env", {}), True),
     ):
         for knob in sorted(set(ours) | set(theirs)):
             if knob in declared or _same(ours.get(knob), theirs.get(knob)):
                 continue
-            found.append((knob, _show(ours.get(knob)), _show(theirs.get(knob))))
+            # SPEC.md: a secret-looking environment variable's value is never shown.
+            secret = is_env and is_secret_name(knob)
+            found.append(
+                (knob, _show(ours.get(knob), secret=secret), _show(theirs.get(knob), secret=secret))
+            )
     return found
 
 
@@ -180,8 +185,10 @@ def _same(a: Any, b: Any) -> bool:
     return bool(a == b)
 
 
-def _show(value: Any) -> str:
-    return "unset" if value is None else str(value)
+def _show(value: Any, *, secret: bool = False) -> str:
+    if value is None:
+        return "unset"
+    return "***" if secret else str(value)
 
 
 def _chain(approach: Approach, by_name: dict[str, Approach]) -> list[Approach]:
@@ -215,8 +222,12 @@ def _declared_change(
         else:
             for knob in link.declares:
                 (env_knobs if knob in link.env or knob in env else args_knobs).add(knob)
+    # A flag the chain removes (`false`/null) is part of the change too: it reads null.
+    removed = {k for link in chain for k, v in link.server_args.items() if v is None or v is False}
     return {
-        "server_args": {k: server_args.get(k) for k in sorted(args_knobs) if k in server_args},
+        "server_args": {
+            k: server_args.get(k) for k in sorted(args_knobs) if k in server_args or k in removed
+        },
         "env": {k: env[k] for k in sorted(env_knobs) if k in env},
     }
 

@@ -13,6 +13,7 @@ from jobs.errors import RecordError
 from jobs.records import RunRecord
 from jobs.remedies import EFFORTS, Remedies
 from jobs.rules import PRECEDENCE, RuleSet
+from jobs.settings import is_secret_name
 from jobs.verdicts import Metric, Verdict, change_pct, has_failed, judge, median
 
 CAUSE_ORDER = (*PRECEDENCE, "timeout", "crash")
@@ -327,7 +328,9 @@ def _accept(
 
 def _knob_text(change: dict[str, dict[str, Any]]) -> str:
     parts = [f"{k}={v}" for k, v in change.get("server_args", {}).items()]
-    parts += [f"{k}={v}" for k, v in change.get("env", {}).items()]
+    parts += [
+        f"{k}={'***' if is_secret_name(k) else v}" for k, v in change.get("env", {}).items()
+    ]
     return ", ".join(parts)
 
 

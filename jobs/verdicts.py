@@ -15,6 +15,7 @@ from typing import Any
 from jobs.plans import confounds
 from jobs.records import RunRecord
 from jobs.rules import RuleSet, cause_of
+from jobs.settings import redact
 
 DRIFT_KEYS = ("gpu", "gpu_count", "driver", "cuda", "torch", "sglang", "nccl")
 VERDICTS = (
@@ -83,7 +84,8 @@ def judge(
         delta = None if raw is None else round(raw, 1)
 
     if has_failed(baseline, metric.name) or base_value is None:
-        why = f"the baseline failed ({_baseline_problem(baseline, metric.name)}): nothing to compare"
+        problem = _baseline_problem(baseline, metric.name)
+        why = f"the baseline failed ({problem}): nothing to compare"
         return Verdict("inconclusive", None, value, delta, why, reason="baseline")
     found = confounds(
         server_args=record.server_args, env=record.env, change=record.change,
@@ -132,6 +134,8 @@ def compare(
     if abs(decisive) < metric.min_effect_pct:
         why = f"{shown} ({unit}) is below the {metric.min_effect_pct:g}% minimum effect"
         return Verdict("unchanged", None, value, delta, why)
+    if decisive == 0:  # neither positive nor negative, even with a minimum effect of 0
+        return Verdict("unchanged", None, value, delta, f"{shown} ({unit}): no change")
     if len(samples) >= 2 and len(base_samples) >= 2:
         lo, hi = min(samples), max(samples)
         base_lo, base_hi = min(base_samples), max(base_samples)
@@ -158,6 +162,7 @@ def fingerprint_drift(
 
 def _failed(record: RunRecord, *, metric: Metric, rules: RuleSet) -> Verdict:
     tag, line = cause_of(log_tail=record.log_tail, status=record.status, rules=rules)
+    line = redact(line, record.env)  # the run's own secret env values, quoted from its log
     if record.status == "ok" and tag == "crash":
         why = f"no repetition produced {metric.name}"
     elif record.status == "timeout" and tag == "timeout":

@@ -1,0 +1,103 @@
+"""Shared fixtures: an isolated environment, the seed session, and a run-record factory."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.records import RunRecord, parse_lines, to_record
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+SEED = FIXTURES / "seed-session.jsonl"
+
+FINGERPRINT: dict[str, Any] = {
+    "gpu": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "gpu_count": 8,
+    "compute_capability": "12.0", "interconnect": "PCIe", "driver": "575.57.08",
+    "cuda": "12.8", "torch": "2.8.0", "sglang": "0.5.2", "nccl": "2.27.3",
+}
+BASE_ARGS: dict[str, Any] = {
+    "model-path": "/models/m", "tp-size": 8, "mem-fraction-static": 0.85,
+    "cuda-graph-max-bs": 512,
+}
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory) -> None:
+    """No test touches the developer's .specbench, broker, database or config override."""
+    monkeypatch.setenv("SPECBENCH_DATA_DIR", str(tmp_path_factory.mktemp("data")))
+    for name in ("SPECBENCH_BROKER_URL", "SPECBENCH_DATABASE_URL", "SPECBENCH_CONFIG_DIR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture
+def seed_records() -> list[RunRecord]:
+    """The article's session (../shared/fixtures/seed-session.jsonl) as run records."""
+    if not SEED.is_file():
+        pytest.skip(f"no seed fixture at {SEED}")
+    return list(parse_lines(SEED.read_text(encoding="utf-8").splitlines(), source=str(SEED)))
+
+
+@pytest.fixture
+def seed_path() -> Path:
+    if not SEED.is_file():
+        pytest.skip(f"no seed fixture at {SEED}")
+    return SEED
+
+
+def make_record(
+    approach: str = "a",
+    *,
+    samples: Sequence[float] | None = (100.0, 100.0, 100.0),
+    status: str = "ok",
+    role: str | None = None,
+    parent: str | None = None,
+    change: dict[str, dict[str, Any]] | None = None,
+    server_args: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    log_tail: str = "",
+    accept_length: float | None = None,
+    fingerprint: dict[str, Any] | None = None,
+    metric: str = "output_throughput",
+    batch: str = "b-test",
+    preset: str = "test",
+    extra: dict[str, Any] | None = None,
+) -> RunRecord:
+    """A run record built through `to_record`, as `analyze` would read it.
+
+    Without `server_args`/`env` the record ran the baseline's settings plus its declared
+    `change`, so that it has no confound unless a test asks for one.
+    """
+    given = change or {}
+    change = {
+        "server_args": dict(given.get("server_args", {})), "env": dict(given.get("env", {})),
+    }
+    data: dict[str, Any] = {
+        "batch": batch, "preset": preset, "approach": approach,
+        "role": role or ("baseline" if approach == "baseline" else "approach"),
+        "parent": parent, "hypothesis": f"{approach} helps", "change": change,
+        "server_args": (
+            {**BASE_ARGS, **change["server_args"]} if server_args is None else server_args
+        ),
+        "env": dict(change["env"]) if env is None else env,
+        "status": status, "exit_code": 0 if status == "ok" else 1, "log_tail": log_tail,
+        "metrics": {metric: list(samples or []), "accept_length": accept_length},
+        "fingerprint": dict(FINGERPRINT if fingerprint is None else fingerprint),
+        "started_at": "2026-12-02T10:00:00Z", "finished_at": "2026-12-02T10:04:10Z",
+        **(extra or {}),
+    }
+    return to_record(data, where="test")
+
+
+@pytest.fixture
+def config_copy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A writable copy of the shipped config/, installed as SPECBENCH_CONFIG_DIR."""
+    import shutil
+
+    target = tmp_path / "config"
+    shutil.copytree(REPO / "config", target)
+    monkeypatch.setenv("SPECBENCH_CONFIG_DIR", str(target))
+    yield target
