@@ -39,7 +39,9 @@ _GPU = re.compile(r"^GPU\d+$")
 _NVLINK = re.compile(r"^NV\d+$")
 
 
-def to_fingerprint(smi_csv: str | None, topo_text: str | None, probe_json: str | None) -> dict[str, Any]:
+def to_fingerprint(
+    *, smi_csv: str | None, topo_text: str | None, probe_json: str | None
+) -> dict[str, Any]:
     """The fingerprint from `nvidia-smi --query-gpu`, `nvidia-smi topo -m` and the probe's JSON."""
     gpus = parse_gpus(smi_csv or "")
     names = list(dict.fromkeys(name for name, _, _ in gpus))
@@ -104,7 +106,11 @@ def parse_probe(probe_json: str) -> dict[str, str | None]:
 
 def host_fingerprint(python: str) -> dict[str, Any]:
     """Run the probes on this host; each one that fails leaves its keys unknown."""
-    return to_fingerprint(_output(SMI_QUERY), _output(TOPO_QUERY), _output([python, "-c", PROBE]))
+    return to_fingerprint(
+        smi_csv=_output(SMI_QUERY),
+        topo_text=_output(TOPO_QUERY),
+        probe_json=_output([python, "-c", PROBE]),
+    )
 
 
 def _output(argv: Sequence[str], timeout_s: float = 60.0) -> str | None:

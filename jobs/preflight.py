@@ -60,16 +60,21 @@ def unknown_flags_reason(server_args: Mapping[str, Any], known: Iterable[str]) -
         return None
     reason = f"{PROG}: error: unrecognized arguments: {' '.join(unknown)}"
     candidates = sorted(f for f in known_set if f.startswith("--"))
-    hints = []
-    for flag in unknown:
-        close = difflib.get_close_matches(flag, candidates, n=1, cutoff=0.6)
-        if close:
-            hints.append((flag, close[0]))
+    hints = [(flag, hint) for flag in unknown if (hint := _suggest(flag, candidates))]
     if len(unknown) == 1 and hints:
         reason += f" (did you mean {hints[0][1]}?)"
     elif hints:
         reason += " (did you mean " + ", ".join(f"{h} for {f}" for f, h in hints) + "?)"
     return reason
+
+
+def _suggest(flag: str, candidates: list[str]) -> str | None:
+    """A flag renamed by a suffix (`--x` -> `--x-decode`) first, else the closest spelling."""
+    longer = [c for c in candidates if c.startswith(flag + "-")][:3]
+    if longer:
+        return " or ".join(longer)
+    close = difflib.get_close_matches(flag, candidates, n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 def check_plan(plan: BatchPlan, known: Iterable[str]) -> dict[str, str]:

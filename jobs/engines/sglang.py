@@ -39,6 +39,7 @@ HEALTH_EVERY_S = 0.2
 STOP_CHECK_EVERY_S = 0.5
 GRACE_S = 5.0
 FATAL_GRACE_S = 1.0  # a server that logged a fatal line can only die: no need to wait long
+SELF_EXIT_S = 0.3
 BENCH_ERROR_LINES = 30
 _CONTEXT_LINES = 20
 
@@ -156,7 +157,6 @@ class _Run:
         self.server: ProcessGroup | None = None
         self.bench: ProcessGroup | None = None
         self._stop_checked = 0.0
-        self._stopping = False
         stem = ctx.log_path.name.removesuffix(".log")
         self.bench_log = ctx.log_path.with_name(f"{stem}.bench.log")
         self.bench_stem = ctx.log_path.with_name(f"{stem}.bench")
@@ -177,8 +177,13 @@ class _Run:
                     if ending is not None:
                         break
         finally:
-            self._shut_down(fatal=ending is not None and ending.status == "failed")
+            self._shut_down(fatal=self.watch.fatal is not None)
         ending = ending or _Ending("ok", exit_code=0)
+        if ending.status == "failed" and ending.exit_code is None and self.server is not None:
+            code = self.server.proc.returncode
+            # A server that died by itself after its fatal line has a code of its own; a
+            # negative one is our signal, not the server's.
+            ending.exit_code = code if code is not None and code >= 0 else None
         tail = list(self.server.tail) if self.server is not None else []
         metrics: dict[str, Any] = dict(samples)
         metrics["accept_length"] = sum(accept) / len(accept) if accept else None
@@ -235,13 +240,15 @@ class _Run:
             while ending is None and self.bench.poll() is None:
                 ending = self._server_ending() or self._cancel_ending()
                 if ending is None and time.monotonic() >= deadline:
-                    ending = _Ending("timeout", extra_lines=self._bench_lines(rep, "timed out"))
+                    ending = _Ending("timeout")
                 if ending is None:
                     self.watch.event.wait(TICK_S)
                     self.watch.event.clear()
         finally:
             self.bench.stop(grace_s=2.0)
         if ending is not None:
+            if ending.status == "timeout":
+                ending.extra_lines = self._bench_lines(rep, "timed out")
             return ending
         code = self.bench.proc.returncode
         result = last_json_line(out_file)
@@ -290,4 +297,8 @@ class _Run:
             if self.bench is not None and self.bench.poll() is None:
                 self.bench.stop(grace_s=2.0)
             if self.server is not None:
+                if fatal:  # often dying already: let it exit by itself and keep its exit code
+                    until = time.monotonic() + SELF_EXIT_S
+                    while self.server.poll() is None and time.monotonic() < until:
+                        time.sleep(0.02)
                 self.server.stop(grace_s=FATAL_GRACE_S if fatal else GRACE_S, port=self.port)

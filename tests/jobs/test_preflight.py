@@ -1,0 +1,151 @@
+"""Flag checks against `launch_server --help`: parsing, did-you-mean, one --help per version."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobs import preflight
+from jobs.engines.sglang import SGLangEngine
+from jobs.errors import UserError
+from jobs.rules import load_rules
+from tests.standin.harness import Standin, make_standin
+
+# Recorded from argparse's format (SGLang 0.5.2 style), cut down.
+HELP_TEXT = """\
+usage: launch_server.py [-h] --model-path MODEL_PATH [--tokenizer-path TOKENIZER_PATH]
+                        [--tp-size TP_SIZE] [--cuda-graph-max-bs CUDA_GRAPH_MAX_BS]
+                        [--removed-in-usage-only]
+
+options:
+  -h, --help            show this help message and exit
+  --model-path MODEL_PATH, --model MODEL_PATH
+                        The path of the model weights. This can be a local folder or a Hugging
+                        Face repo ID.
+  --tokenizer-path TOKENIZER_PATH
+                        The path of the tokenizer.
+  --chunked-prefill-size CHUNKED_PREFILL_SIZE
+                        The maximum number of tokens in a chunk for the chunked prefill.
+                        --not-a-flag mentioned in prose. Setting this to -1 means disabling
+                        chunked prefill.
+  --tensor-parallel-size TENSOR_PARALLEL_SIZE, --tp-size TENSOR_PARALLEL_SIZE
+                        The tensor parallelism size.
+  --expert-parallel-size EP, --ep-size EP, --ep EP
+                        The expert parallelism size.
+  --speculative-algorithm {EAGLE,EAGLE3,NEXTN,STANDALONE}
+                        Speculative algorithm.
+  --cuda-graph-bs CUDA_GRAPH_BS [CUDA_GRAPH_BS ...]
+                        Set the list of batch sizes for cuda graph.
+  --cuda-graph-max-bs CUDA_GRAPH_MAX_BS
+                        Set the maximum batch size for cuda graph.
+  --trust-remote-code   Whether or not to allow for custom models defined on the Hub.
+  --disable-cuda-graph  Disable cuda graph.
+"""
+
+
+@pytest.fixture
+def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Standin:
+    return make_standin(tmp_path, monkeypatch)
+
+
+def test_parse_help_flags_reads_every_option_and_alias() -> None:
+    flags = preflight.parse_help_flags(HELP_TEXT)
+    assert flags == {
+        "-h", "--help", "--model-path", "--model", "--tokenizer-path", "--chunked-prefill-size",
+        "--tensor-parallel-size", "--tp-size", "--expert-parallel-size", "--ep-size", "--ep",
+        "--speculative-algorithm", "--cuda-graph-bs", "--cuda-graph-max-bs",
+        "--trust-remote-code", "--disable-cuda-graph",
+    }
+
+
+def test_parse_help_flags_matches_argparse_itself() -> None:
+    parser = argparse.ArgumentParser(prog="launch_server.py")
+    parser.add_argument("--data-parallel-size", "--dp-size", type=int)
+    parser.add_argument("--moe-a2a-backend", choices=["none", "deepep"])
+    parser.add_argument("--enable-torch-symm-mem", action="store_true")
+    group = parser.add_argument_group("speculative decoding")
+    group.add_argument("--speculative-num-steps", type=int, help="x " * 80)
+    expected = {s for action in parser._actions for s in action.option_strings}
+    assert preflight.parse_help_flags(parser.format_help()) == expected
+
+
+def test_to_flag_accepts_dashes_and_underscores() -> None:
+    assert preflight.to_flag("tp-size") == "--tp-size"
+    assert preflight.to_flag("cuda_graph_max_bs") == "--cuda-graph-max-bs"
+    assert preflight.to_flag("--tp-size") == "--tp-size"
+
+
+def test_unknown_flag_reason_reads_like_argparse_with_a_hint() -> None:
+    known = preflight.parse_help_flags(HELP_TEXT)
+    assert preflight.unknown_flags_reason({"tp_size": 8, "model": "/m"}, known) is None
+    reason = preflight.unknown_flags_reason({"tp-size": 8, "cuda-graph-max-bz": 64}, known)
+    assert reason == (
+        "launch_server.py: error: unrecognized arguments: --cuda-graph-max-bz "
+        "(did you mean --cuda-graph-max-bs?)"
+    )
+    match = load_rules().classify(reason)
+    assert match is not None and match.tag == "bad-config"
+    several = preflight.unknown_flags_reason({"tp-sise": 8, "zzz": 1}, known)
+    assert several is not None
+    assert several.startswith("launch_server.py: error: unrecognized arguments: --tp-sise --zzz")
+    assert "--tp-size for --tp-sise" in several
+
+
+def test_preflight_runs_help_once_per_version(standin: Standin) -> None:
+    plan = standin.plan(
+        standin.config("baseline", role="baseline"),
+        standin.config("eagle3", server_args={"speculative-algorithm": "EAGLE3"}),
+    )
+    engine = SGLangEngine()
+    assert engine.preflight(plan) == {}
+    assert engine.preflight(plan) == {}
+    preflight.clear_memory()  # a new worker process: the disk cache still answers
+    assert engine.preflight(plan) == {}
+    assert standin.help_log.read_text().splitlines() == ["0.5.2"]
+    assert list((standin.root / "data" / "cache").glob("sglang-flags-*.json"))
+
+
+def test_a_new_version_reruns_help_and_flags_removed_flags(
+    standin: Standin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = standin.plan(
+        standin.config("baseline", role="baseline"),
+        standin.config("small-graphs", server_args={"cuda-graph-max-bs": 128}),
+    )
+    engine = SGLangEngine()
+    assert engine.preflight(plan) == {}
+    monkeypatch.setenv("STANDIN_VERSION", "0.5.23")  # an upgrade without --cuda-graph-max-bs
+    reasons = engine.preflight(plan)
+    assert set(reasons) == {"baseline", "small-graphs"}
+    assert "unrecognized arguments: --cuda-graph-max-bs (did you mean --cuda-graph-max-bs-" in (
+        reasons["small-graphs"]
+    )
+    engine.preflight(plan)
+    assert standin.help_log.read_text().splitlines() == ["0.5.2", "0.5.23"]
+
+
+def test_missing_interpreter_is_a_user_error(
+    standin: Standin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SPECBENCH_SGLANG_PYTHON", "/nonexistent/python3")
+    plan = standin.plan(standin.config("baseline", role="baseline"))
+    with pytest.raises(UserError, match=r"^SPECBENCH_SGLANG_PYTHON=/nonexistent/python3: no such"):
+        SGLangEngine().preflight(plan)
+    monkeypatch.setenv("SPECBENCH_SGLANG_PYTHON", "no-such-python-anywhere")
+    with pytest.raises(UserError, match="no such interpreter"):
+        SGLangEngine().preflight(plan)
+
+
+def test_interpreter_without_sglang_is_a_user_error(
+    standin: Standin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bare = standin.root / "bare-python"  # no site-packages, no PYTHONPATH: no sglang at all
+    bare.write_text(f'#!/bin/sh\nexec "{sys.executable}" -I -S "$@"\n')
+    bare.chmod(0o755)
+    monkeypatch.setenv("SPECBENCH_SGLANG_PYTHON", str(bare))
+    plan = standin.plan(standin.config("baseline", role="baseline"))
+    with pytest.raises(UserError, match=f"^SPECBENCH_SGLANG_PYTHON={bare}: cannot import sglang$"):
+        SGLangEngine().preflight(plan)
