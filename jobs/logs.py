@@ -1,0 +1,124 @@
+"""Logging for specbench's long-running processes: JSON lines when asked, plain text otherwise.
+
+`configure_logging()` picks the format from `SPECBENCH_LOG_FORMAT` (`json` or `text`; text when
+unset) and installs one stderr handler on the root logger. Whatever the format, every line goes
+through `jobs.settings.redact` (SPEC.md: env values whose name contains TOKEN, KEY, SECRET or
+PASSWORD read `***`) and loses the password of any URL it quotes, tracebacks included.
+`log_start(role)` logs the version a process runs, once, at its start.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json as jsonlib
+import logging
+import os
+import platform
+import re
+import sys
+from typing import IO, Any
+
+from jobs import __version__, settings
+
+FORMAT_VARIABLE = "SPECBENCH_LOG_FORMAT"
+_PLAIN = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+# `scheme://user:password@host`: the password part, whatever env variable it came from.
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^@/\s]+(?=@)")
+# Loggers whose INFO lines are noise at every start (Alembic lists its plugins).
+_CHATTY = ("alembic.runtime.plugins",)
+# Attributes every LogRecord has; anything else on a record came from `extra=` and is logged.
+_STANDARD_ATTRS = frozenset(
+    vars(logging.LogRecord("", logging.INFO, "", 0, "", None, None))
+) | {"message", "asctime", "taskName"}
+
+
+def scrub(text: str) -> str:
+    """`text` as it may be logged: secret env values and URL passwords read ***."""
+    return _URL_PASSWORD.sub(r"\g<head>***", settings.redact(text))
+
+
+def _scrub_value(value: Any, *, name: str = "") -> Any:
+    if name and settings.is_secret_name(name):
+        return "***"
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, dict):
+        return {str(k): _scrub_value(v, name=str(k)) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_scrub_value(v) for v in value]
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    return scrub(str(value))
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: ts, level, logger, message, any `extra=` fields, exc."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        payload: dict[str, Any] = {
+            "ts": datetime.datetime.fromtimestamp(record.created, datetime.UTC).isoformat(
+                timespec="milliseconds"
+            ).replace("+00:00", "Z"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for key, value in vars(record).items():
+            if key not in _STANDARD_ATTRS and not key.startswith("_") and key not in payload:
+                payload[key] = value
+        if record.exc_info:
+            payload["exc"] = self.formatException(record.exc_info)
+        if record.stack_info:
+            payload["stack"] = self.formatStack(record.stack_info)
+        # Redact field by field before encoding, so that JSON escaping cannot hide a secret.
+        return jsonlib.dumps(_scrub_value(payload), ensure_ascii=False)
+
+
+class PlainFormatter(logging.Formatter):
+    """The usual `time level logger: message` line, redacted (traceback included)."""
+
+    def __init__(self) -> None:
+        super().__init__(_PLAIN)
+
+    def format(self, record: logging.LogRecord) -> str:
+        return scrub(super().format(record))
+
+
+class _SpecbenchHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Marks the handler `configure_logging` installed, so a second call replaces it."""
+
+
+def is_json_requested() -> bool:
+    value = os.environ.get(FORMAT_VARIABLE, "").strip().lower()
+    return value == "json"
+
+
+def configure_logging(
+    json: bool | None = None, *, level: int | str = logging.INFO, stream: IO[str] | None = None
+) -> logging.Handler:
+    """Install specbench's handler on the root logger (replacing one installed before).
+
+    `json=None` reads `SPECBENCH_LOG_FORMAT`. Returns the handler, for tests and for Celery's
+    `setup_logging` signal (connect it to keep Celery from installing its own).
+    """
+    use_json = is_json_requested() if json is None else json
+    handler = _SpecbenchHandler(stream if stream is not None else sys.stderr)
+    handler.setFormatter(JsonFormatter() if use_json else PlainFormatter())
+    root = logging.getLogger()
+    for old in [h for h in root.handlers if isinstance(h, _SpecbenchHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    root.setLevel(level)
+    for name in _CHATTY:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    return handler
+
+
+def log_start(role: str, **details: Any) -> None:
+    """Log the version a process runs (`specbench 0.1.0 bot starting`), with its mode."""
+    mode = "distributed" if settings.broker_url() else "embedded"
+    logging.getLogger("specbench").info(
+        "specbench %s %s starting (%s mode, Python %s)",
+        __version__, role, mode, platform.python_version(),
+        extra={"version": __version__, "role": role, "mode": mode, **details},
+    )
