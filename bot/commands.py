@@ -166,26 +166,49 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
+    from jobs import settings
+    from jobs.dispatch import queue_entries
+    from jobs.messages import render_text
     from jobs.store import Store
 
     store = Store()
-    rows = store.list_batches(states=("queued", "running"))
+    entries = queue_entries(store, store.list_batches(states=("queued", "running")))
+    live: dict[str, int | None] = {name: None for name in entries}
+    url = settings.broker_url()
+    if url is not None:
+        from jobs.distributed import DistributedDispatcher
+
+        dispatcher = DistributedDispatcher(store, url)
+        try:
+            live = {name: dispatcher.live_workers(name) for name in entries}
+        finally:
+            dispatcher.close()
+    queues = [
+        {"queue": name, "live_workers": live[name],
+         "batches": [_status_entry(e) for e in members]}
+        for name, members in sorted(entries.items())
+    ]
     if args.format == "json":
-        payload = [
-            {"batch": r.id, "preset": r.preset, "queue": r.queue, "state": r.state,
-             "requested_by": r.requested_by}
-            for r in rows
-        ]
-        print(json.dumps(payload, indent=2))
-    elif not rows:
-        print("No batch is running or queued.")
+        print(json.dumps({"mode": "distributed" if url else "embedded", "queues": queues},
+                         indent=2))
     else:
-        for r in rows:
-            print(f"{r.queue}: {r.id} {r.preset} {r.state} (by {r.requested_by})")
+        sys.stdout.write(render_text("status", queues=queues))
     return 0
 
 
+def _status_entry(entry: Any) -> dict[str, Any]:
+    row = entry.batch
+    return {
+        "batch": row.id, "preset": row.preset, "state": row.state, "position": entry.position,
+        "eta_s": None if entry.eta_s is None else round(entry.eta_s, 1),
+        "requested_by": row.requested_by, "host": row.host,
+        "created_at": row.created_at.isoformat(),
+        "started_at": row.started_at.isoformat() if row.started_at else None,
+    }
+
+
 def cmd_cancel(args: argparse.Namespace) -> int:
+    from jobs.dispatch import get_dispatcher
     from jobs.store import TERMINAL_STATES, Store
 
     store = Store()
@@ -195,10 +218,13 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     if row.state in TERMINAL_STATES:
         print(f"batch {row.id} already ended ({row.state})")
         return 0
-    from jobs.dispatch import request_cancel
-
-    request_cancel(store, row.id)
-    print(f"batch {row.id}: cancel requested")
+    dispatcher = get_dispatcher(store)
+    try:
+        row = dispatcher.cancel(row.id)
+    finally:
+        dispatcher.close()
+    done = "cancelled" if row.state == "cancelled" else "cancel requested"
+    print(f"batch {row.id}: {done}")
     return 0
 
 
@@ -207,19 +233,44 @@ def _unavailable(what: str) -> int:
 
 
 def cmd_console(args: argparse.Namespace) -> int:
-    return _unavailable("the console")
+    from bot.console import run_console
+
+    return run_console(line=args.line, timeout=args.timeout)
 
 
 def cmd_bot(args: argparse.Namespace) -> int:
-    return _unavailable("the Slack bot")
+    from bot.slack_app import run_bot
+
+    return run_bot(http_port=args.http)
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    return _unavailable("the distributed worker")
+    import logging
+
+    from jobs import settings, worker
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return worker.main(args.queue or settings.default_queue())
 
 
 def cmd_digest(args: argparse.Namespace) -> int:
-    return _unavailable("the digest")
+    from jobs.celery_app import timezone
+    from jobs.digest import digest_from_store
+    from jobs.messages import render_blocks, render_text
+    from jobs.store import Store
+
+    if args.days <= 0:
+        raise UserError(f"--days must be positive, got {args.days:g}")
+    digest = digest_from_store(Store(), days=args.days, tz=timezone())
+    text = render_text("digest", digest=digest)
+    if args.format == "json":
+        print(json.dumps(digest, indent=2, ensure_ascii=False))
+    elif args.format == "slack":
+        payload = render_blocks("digest", fallback=text, digest=digest)
+        print(json.dumps(payload, indent=2, ensure_ascii=False))
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def _local_user() -> str:

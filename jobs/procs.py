@@ -2,11 +2,17 @@
 
 A crash, a hang and a cancel all end the same way: SIGTERM to the whole group, a grace period,
 SIGKILL, then a wait until no member of the group is left (zombies aside) and the port is free.
+
+A worker may name a registry folder (`set_registry`): every group started then leaves a
+`pg-<pgid>.json` there until it is stopped, so that a worker restarted after a kill -9 can find
+and kill the servers its dead predecessor left running (`kill_orphans`).
 """
 
 from __future__ import annotations
 
 import collections
+import json
+import logging
 import os
 import signal
 import socket
@@ -18,6 +24,58 @@ from pathlib import Path
 from typing import IO
 
 LineCallback = Callable[[str], None]
+_registry: Path | None = None
+
+
+def set_registry(folder: Path | None) -> None:
+    """Record every group started from now on in `folder` (None: stop recording)."""
+    global _registry
+    if folder is not None:
+        folder.mkdir(parents=True, exist_ok=True)
+    _registry = folder
+
+
+def _is_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def kill_orphans(folder: Path) -> list[int]:
+    """SIGKILL every registered group whose owner process is dead; the groups killed.
+
+    A group whose owner is alive belongs to a running worker and is left alone.
+    """
+    killed: list[int] = []
+    if not folder.is_dir():
+        return killed
+    for entry in sorted(folder.glob("pg-*.json")):
+        try:
+            info = json.loads(entry.read_text(encoding="utf-8"))
+            pgid, owner = int(info["pgid"]), int(info["owner"])
+        except (OSError, ValueError, KeyError, TypeError):
+            entry.unlink(missing_ok=True)
+            continue
+        if owner != os.getpid() and _is_alive(owner):
+            continue
+        if owner == os.getpid() and group_members(pgid):
+            continue  # one of ours, still running
+        if group_members(pgid):
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline and group_members(pgid):
+                time.sleep(0.05)
+            killed.append(pgid)
+        entry.unlink(missing_ok=True)
+    return killed
+log = logging.getLogger(__name__)
 TAIL_LINES = 200
 
 
@@ -74,32 +132,63 @@ class ProcessGroup:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log: IO[str] = open(log_path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
         self.started_at = time.monotonic()
-        self.proc = subprocess.Popen(
-            self.argv,
-            env=env,
-            cwd=cwd,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-            text=True,
-            encoding="utf-8",
-            errors="replace",
-            bufsize=1,
-        )
+        try:
+            self.proc = subprocess.Popen(
+                self.argv,
+                env=env,
+                cwd=cwd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                text=True,
+                encoding="utf-8",
+                errors="replace",
+                bufsize=1,
+            )
+        except BaseException:
+            self._log.close()  # a missing executable must not leak the log file
+            raise
         self.pgid = self.proc.pid
-        self._reader = threading.Thread(target=self._pump, name=f"log-{self.pgid}", daemon=True)
-        self._reader.start()
+        try:
+            self._registered = self._register()
+            self._reader = threading.Thread(
+                target=self._pump, name=f"log-{self.pgid}", daemon=True
+            )
+            self._reader.start()
+        except BaseException:
+            self._signal(signal.SIGKILL)  # nothing would hold a handle on it otherwise
+            self._log.close()
+            raise
+
+    def _register(self) -> Path | None:
+        if _registry is None:
+            return None
+        entry = _registry / f"pg-{self.pgid}.json"
+        info = {"pgid": self.pgid, "owner": os.getpid(), "argv": self.argv,
+                "log": str(self.log_path), "started": time.time()}
+        try:
+            entry.write_text(json.dumps(info), encoding="utf-8")
+        except OSError:
+            return None
+        return entry
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
+        # Whatever fails here, keep draining the pipe: a child blocked on a full pipe hangs.
         for raw in self.proc.stdout:
             line = raw.rstrip("\n")
             self.tail.append(line)
-            self._log.write(raw if raw.endswith("\n") else raw + "\n")
-            self._log.flush()
+            try:
+                self._log.write(raw if raw.endswith("\n") else raw + "\n")
+                self._log.flush()
+            except ValueError:
+                pass  # closed by stop() while an escaped descendant still holds the pipe
             if self._on_line is not None:
-                self._on_line(line)
+                try:
+                    self._on_line(line)
+                except Exception:
+                    log.exception("line callback failed on %r", line)
         self.proc.stdout.close()
 
     def poll(self) -> int | None:
@@ -131,6 +220,8 @@ class ProcessGroup:
                 time.sleep(0.05)
         self.wait_output(2.0)
         self._log.close()
+        if self._registered is not None and not self._alive():
+            self._registered.unlink(missing_ok=True)
         return time.monotonic() - begun
 
     def _signal(self, signum: int) -> None:

@@ -116,6 +116,10 @@ class Batch(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     report: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
+    # The chat thread's posting state (0002_slack_posts): a restarted bot resumes from it.
+    progress_ts: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    summary_claim_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    summary_posted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
 
 
 class Run(Base):
@@ -381,6 +385,51 @@ class Store:
         with self._write() as session:
             session.execute(query, execution_options=_NO_SYNC)
 
+    # --- the chat thread's posting state (bot.threads) ---
+
+    def set_progress_ts(self, batch_id: str, progress_ts: str) -> None:
+        if not self._update(batch_id, progress_ts=progress_ts):
+            raise UnknownBatch(batch_id)
+
+    def slack_posts(self, batch_id: str) -> SlackPosts | None:
+        query = select(Batch.progress_ts, Batch.summary_posted_at).where(Batch.id == batch_id)
+        with self._read() as session:
+            row = session.execute(query).first()
+        return None if row is None else SlackPosts(row[0], row[1])
+
+    def claim_summary(self, batch_id: str, ttl_s: float = 300.0) -> bool:
+        """Take the right to post the batch's summary: True for one caller at a time, until it
+        is posted (a claim left by a poster that died expires after `ttl_s`)."""
+        now = _now()
+        query = (
+            update(Batch)
+            .where(
+                Batch.id == batch_id,
+                Batch.summary_posted_at.is_(None),
+                or_(Batch.summary_claim_until.is_(None), Batch.summary_claim_until <= now),
+            )
+            .values(summary_claim_until=now + timedelta(seconds=ttl_s))
+        )
+        with self._write() as session:
+            return _rowcount(session.execute(query, execution_options=_NO_SYNC)) == 1
+
+    def release_summary_claim(self, batch_id: str) -> None:
+        self._update(batch_id, summary_claim_until=None)
+
+    def mark_summary_posted(self, batch_id: str) -> None:
+        if not self._update(batch_id, summary_posted_at=_now()):
+            raise UnknownBatch(batch_id)
+
+    def unposted_threads(self) -> list[BatchRow]:
+        """Batches with a chat thread whose summary is not posted yet, oldest first."""
+        query = (
+            select(Batch)
+            .where(Batch.thread_ts.is_not(None), Batch.summary_posted_at.is_(None))
+            .order_by(Batch.created_at, Batch.id)
+        )
+        with self._read() as session:
+            return [to_batch_row(batch) for batch in session.scalars(query)]
+
     def _by_key(self, idempotency_key: str) -> BatchRow | None:
         with self._read() as session:
             query = select(Batch).where(Batch.idempotency_key == idempotency_key)
@@ -498,3 +547,11 @@ _RUN_UPDATES = ("position", "role", "status", "record", "started_at", "finished_
 
 def _rowcount(result: Result[Any]) -> int:
     return cast(CursorResult[Any], result).rowcount
+
+
+@dataclass(frozen=True)
+class SlackPosts:
+    """What the chat thread of a batch has posted so far."""
+
+    progress_ts: str | None
+    summary_posted_at: datetime | None

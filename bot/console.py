@@ -1,0 +1,151 @@
+"""`specbench console`: the Slack experience in a terminal (Hubot's shell adapter).
+
+The same router, templates and thread as the Slack bot; the thread is drawn indented under its
+parent. On a terminal the progress message is redrawn in place; otherwise every update is
+printed as plain lines. With `-c LINE` one line runs, and the console waits for any batch it
+started to end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from typing import TextIO
+
+from bot.router import Caller, Reply, Router
+from bot.threads import Message, ThreadHub, Upload
+from jobs import settings
+from jobs.dispatch import Dispatcher
+from jobs.errors import InfraError
+
+INDENT = "  │ "
+PROMPT = "specbench> "
+
+
+class ConsolePoster:
+    """bot.threads' Poster on a text stream; uploads are saved under the data dir."""
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.tty = bool(getattr(out, "isatty", lambda: False)())
+        self._count = 0
+        self._texts: dict[str, tuple[str | None, str]] = {}  # ts -> (thread_ts, text)
+        self._last: tuple[str, int] | None = None  # the last message drawn and its line count
+
+    async def post(self, *, channel: str, thread_ts: str | None, message: Message) -> str:
+        self._count += 1
+        ts = f"{self._count}"
+        self._texts[ts] = (thread_ts, message.text)
+        self._draw(ts, message.text, thread=thread_ts is not None)
+        return ts
+
+    async def update(self, *, channel: str, ts: str, message: Message) -> None:
+        thread_ts, old = self._texts.get(ts, (None, ""))
+        if message.text == old:
+            return
+        self._texts[ts] = (thread_ts, message.text)
+        if self.tty and self._last is not None and self._last[0] == ts:
+            self.out.write(f"\x1b[{self._last[1]}F\x1b[J")  # up to the message, clear below
+        elif thread_ts is None:
+            message = Message(text="(edited) " + message.text)
+        self._draw(ts, message.text, thread=thread_ts is not None)
+
+    async def upload(self, *, channel: str, thread_ts: str, files: list[Upload]) -> None:
+        folder = (settings.data_dir() / "console").resolve()
+        folder.mkdir(parents=True, exist_ok=True)
+        for f in files:
+            path = folder / f.filename
+            path.write_bytes(f.content)
+            self._draw(None, f"[file] {f.title}: {path} ({len(f.content)} bytes)", thread=True)
+
+    async def ephemeral(
+        self, *, channel: str, user: str, message: Message, thread_ts: str | None = None
+    ) -> None:
+        self._draw(None, message.text, thread=thread_ts is not None)
+
+    def say(self, text: str) -> None:
+        self._draw(None, text, thread=False)
+
+    def _draw(self, ts: str | None, text: str, *, thread: bool) -> None:
+        lines = text.rstrip("\n").splitlines() or [""]
+        prefix = INDENT if thread else ""
+        self.out.write("".join(f"{prefix}{line}\n" for line in lines))
+        self.out.flush()
+        self._last = None if ts is None else (ts, len(lines))
+
+
+class Console:
+    def __init__(self, dispatcher: Dispatcher, out: TextIO, *, interval: float = 1.0) -> None:
+        self.dispatcher = dispatcher
+        self.poster = ConsolePoster(out)
+        self.router = Router(dispatcher)
+        self.hub = ThreadHub(dispatcher, self.poster, interval=interval, durable=False)
+        self.caller = Caller(user=os.environ.get("USER") or "local", channel=None,
+                             surface="console")
+
+    async def say(self, line: str) -> Reply:
+        """Route one line; a started batch opens its thread."""
+        reply = await asyncio.to_thread(self.router.handle, line, caller=self.caller)
+        if reply.started is not None:
+            self.hub.open(reply.started, channel="console")
+        else:
+            self.poster.say(reply.text)
+        return reply
+
+    async def wait(self, batch_id: str, *, timeout: float) -> None:
+        try:
+            await asyncio.wait_for(self.hub.wait(batch_id), timeout=timeout)
+        except TimeoutError:
+            self.dispatcher.cancel(batch_id)
+            raise InfraError(f"batch {batch_id} did not finish within {timeout:g} s") from None
+
+    async def run_line(self, line: str, *, timeout: float) -> int:
+        self.hub.start()
+        try:
+            reply = await self.say(line)
+            if reply.started is not None:
+                await self.wait(reply.started.batch.id, timeout=timeout)
+                row = self.dispatcher.store.get_batch(reply.started.batch.id)
+                if row is not None and row.state == "failed":
+                    return 1  # the infrastructure failed (SPEC's exit codes)
+            return reply.exit_code
+        finally:
+            await self.hub.close()
+
+    async def repl(self, stdin: TextIO, *, timeout: float) -> int:
+        self.hub.start()
+        started: list[str] = []
+        try:
+            while True:
+                if self.poster.tty:
+                    self.poster.out.write(PROMPT)
+                    self.poster.out.flush()
+                line = await asyncio.to_thread(stdin.readline)
+                if not line:
+                    break
+                if line.strip() in ("exit", "quit"):
+                    break
+                if line.strip():
+                    reply = await self.say(line)
+                    if reply.started is not None:
+                        started.append(reply.started.batch.id)
+            for batch_id in started:
+                await self.wait(batch_id, timeout=timeout)
+            return 0
+        finally:
+            await self.hub.close()
+
+
+def run_console(*, line: str | None, timeout: float) -> int:
+    """`specbench console [-c LINE] [--timeout S]`."""
+    from jobs.dispatch import get_dispatcher
+
+    dispatcher = get_dispatcher()
+    try:
+        console = Console(dispatcher, sys.stdout)
+        if line is not None:
+            return asyncio.run(console.run_line(line, timeout=timeout))
+        return asyncio.run(console.repl(sys.stdin, timeout=timeout))
+    finally:
+        dispatcher.close()

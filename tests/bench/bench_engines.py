@@ -1,0 +1,95 @@
+"""Issue 3's engine figures, on the stand-in SGLang: the harness's overhead on a batch, and the
+time from a fatal log line to the server's process group being gone."""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from jobs import preflight, procs
+from jobs.batches import execute_batch, submit
+from jobs.engines.sglang import SGLangEngine
+from jobs.events import NullSink
+from jobs.store import Store
+from tests.standin.harness import STANDIN, Standin
+
+
+def _environment(root: Path) -> None:
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(STANDIN), os.environ.get("PYTHONPATH")) if p
+    )
+    os.environ["SPECBENCH_SGLANG_PYTHON"] = sys.executable
+    os.environ["SPECBENCH_DATA_DIR"] = str(root / "data")
+    preflight.clear_memory()
+
+
+def _server_lifetimes() -> list[tuple[float, float]]:
+    """Patch ProcessGroup to note when each launch_server group starts and is gone."""
+    spans: list[tuple[float, float]] = []
+    original_init, original_stop = procs.ProcessGroup.__init__, procs.ProcessGroup.stop
+
+    def init(self: procs.ProcessGroup, *args: Any, **kwargs: Any) -> None:
+        self._bench_began = time.monotonic()  # type: ignore[attr-defined]
+        original_init(self, *args, **kwargs)
+
+    def stop(self: procs.ProcessGroup, **kwargs: Any) -> float:
+        took = original_stop(self, **kwargs)
+        if "sglang.launch_server" in self.argv:
+            spans.append((self._bench_began, time.monotonic()))  # type: ignore[attr-defined]
+        return took
+
+    procs.ProcessGroup.__init__ = init  # type: ignore[method-assign]
+    procs.ProcessGroup.stop = stop  # type: ignore[method-assign]
+    return spans
+
+
+def _overhead(root: Path) -> tuple[float, float, float]:
+    standin = Standin(root=root)
+    configs = [standin.config("baseline", role="baseline")]
+    configs += [standin.config(f"ok-{i}", env={"STANDIN_THROUGHPUT": str(80 + i)})
+                for i in range(5)]
+    configs += [standin.config("crash", "crash"), standin.config("children", "children")]
+    plan = standin.plan(*configs, reps=2)
+    store = Store(f"sqlite:///{root}/bench.db")
+    row, _ = submit(plan, store=store, requested_by="bench")
+    spans = _server_lifetimes()
+    began = time.monotonic()
+    execute_batch(row.id, store=store, sink=NullSink(), engine=SGLangEngine())
+    wall = time.monotonic() - began
+    served = sum(end - start for start, end in spans)
+    store.close()
+    return wall, served, wall / served
+
+
+def _fatal_to_gone(root: Path, runs: int = 3) -> list[float]:
+    out = []
+    for i in range(runs):
+        standin = Standin(root=root / f"fatal-{i}")
+        standin.root.mkdir(parents=True)
+        config = standin.config("fatal", "fatal-then-hang")
+        plan = standin.plan(config, startup_s=60)
+        SGLangEngine().run(config, standin.ctx(plan, "fatal"))
+        mark = [json.loads(x) for x in standin.info_file.read_text().splitlines()
+                if json.loads(x)["role"] == "fatal"][0]
+        out.append(time.time() - mark["time"])
+    return out
+
+
+def run() -> dict[str, str]:
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        _environment(root)
+        wall, served, ratio = _overhead(root)
+        gone = _fatal_to_gone(root)
+    return {
+        "harness overhead, stand-in batch of 8 (wall / Σ server start→group gone)":
+            f"{ratio:.3f} ({wall:.1f} s / {served:.1f} s; target ≤ 1.15)",
+        "fatal log line → server group gone (median of 3, server ignores SIGTERM)":
+            f"{statistics.median(gone):.2f} s (max {max(gone):.2f} s; target < 2 s)",
+    }

@@ -1,0 +1,163 @@
+"""The thread against an in-memory poster: coalescing, the end, uploads, redaction, resume."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from bot.charts import to_chart_png
+from bot.threads import Message, ThreadHub, Upload
+from jobs.batches import plan_batch
+from jobs.dispatch import EmbeddedDispatcher
+from jobs.events import make_event
+from jobs.store import Store
+from tests.bot.conftest import PLANTED, FakeEngine
+from tests.conftest import make_record
+
+
+class MemoryPoster:
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, float, dict[str, Any]]] = []
+        self._ts = 0
+
+    def _add(self, kind: str, **fields: Any) -> None:
+        self.calls.append((kind, time.monotonic(), fields))
+
+    async def post(self, *, channel: str, thread_ts: str | None, message: Message) -> str:
+        self._ts += 1
+        self._add("post", ts=str(self._ts), thread_ts=thread_ts, message=message)
+        return str(self._ts)
+
+    async def update(self, *, channel: str, ts: str, message: Message) -> None:
+        self._add("update", ts=ts, message=message)
+
+    async def upload(self, *, channel: str, thread_ts: str, files: list[Upload]) -> None:
+        self._add("upload", thread_ts=thread_ts, files=files)
+
+    async def ephemeral(self, *, channel: str, user: str, message: Message,
+                        thread_ts: str | None = None) -> None:
+        self._add("ephemeral", message=message)
+
+    def of(self, kind: str) -> list[dict[str, Any]]:
+        return [f for k, _, f in self.calls if k == kind]
+
+
+@pytest.fixture
+def dispatcher(slack_env: None) -> Iterator[EmbeddedDispatcher]:
+    d = EmbeddedDispatcher(Store(), engine_factory=lambda name: FakeEngine())
+    yield d
+    d.close()
+
+
+def test_progress_updates_coalesce_to_one_per_interval(dispatcher: EmbeddedDispatcher) -> None:
+    """Forty intermediate states in 0.4 s make at most a few updates, the last state shown."""
+    poster = MemoryPoster()
+    plan = plan_batch("demo")
+    row, _ = dispatcher.store.create_batch(
+        batch_id="b-coal", preset="demo", engine="local", queue="default",
+        requested_by="U_ALICE", plan=plan.to_dict())
+
+    async def scenario() -> None:
+        from jobs.dispatch import Submitted
+
+        hub = ThreadHub(dispatcher, poster, interval=0.3)
+        hub.start()
+        task = hub.open(Submitted(row, True, 1, 1), channel="C_LAB")
+        await asyncio.sleep(0.05)
+        for i in range(40):
+            dispatcher.channel.emit(make_event(
+                "approach.phase", row.id, approach="faster", index=2, of=4,
+                phase="repetition", rep=i + 1, reps=40))
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.5)
+        task.cancel()
+        await hub.close()
+
+    asyncio.run(scenario())
+    updates = [f for f in poster.of("update") if f["ts"] == "2"]
+    stamps = [t for k, t, f in poster.calls if k == "update" and f["ts"] == "2"]
+    assert 1 <= len(updates) <= 3
+    assert all(b - a >= 0.28 for a, b in zip(stamps, stamps[1:], strict=False))
+    assert "repetition 40 of 40" in updates[-1]["message"].text
+
+
+def test_a_finished_batch_posts_summary_uploads_and_headline_once(
+    dispatcher: EmbeddedDispatcher,
+) -> None:
+    poster = MemoryPoster()
+
+    async def scenario() -> None:
+        hub = ThreadHub(dispatcher, poster, interval=0.1)
+        hub.start()
+        submitted = dispatcher.submit(plan_batch("demo"), requested_by="U_ALICE",
+                                      channel="C_LAB")
+        task = hub.open(submitted, channel="C_LAB")
+        await asyncio.wait_for(task, 10)
+        again = await hub.catch_up()  # nothing left to post
+        assert again == []
+        await hub.close()
+
+    asyncio.run(scenario())
+    posts = poster.of("post")
+    assert [p["thread_ts"] for p in posts] == [None, "1", "1"]
+    summary = posts[2]["message"]
+    assert "Key achievement: faster" in summary.text and summary.fallback
+    (upload,) = poster.of("upload")
+    names = [f.filename for f in upload["files"]]
+    assert names[0].endswith("-chart.png") and names[1].endswith("-runs.jsonl")
+    assert "1 improved" in poster.of("update")[-1]["message"].text
+    everything = repr(poster.calls) + "".join(
+        f.content.decode(errors="replace") for f in upload["files"])
+    assert PLANTED not in everything
+
+
+def test_catch_up_resumes_from_the_store(dispatcher: EmbeddedDispatcher) -> None:
+    """A batch whose thread was opened by a bot that died is finished by the next one."""
+    submitted = dispatcher.submit(plan_batch("demo"), requested_by="U_ALICE", channel="C_LAB")
+    store = dispatcher.store
+    store.set_thread(submitted.batch.id, "C_LAB", "100.1")
+    store.set_progress_ts(submitted.batch.id, "100.2")
+    deadline = time.monotonic() + 10
+    while store.get_batch(submitted.batch.id).state != "done":  # type: ignore[union-attr]
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    poster = MemoryPoster()
+
+    async def scenario() -> list[str]:
+        hub = ThreadHub(dispatcher, poster, interval=0.1)
+        hub.start()
+        resumed = await hub.catch_up()
+        await hub.wait(submitted.batch.id)
+        await hub.close()
+        return resumed
+
+    assert asyncio.run(scenario()) == [submitted.batch.id]
+    (summary,) = poster.of("post")
+    assert summary["thread_ts"] == "100.1"
+    assert {u["ts"] for u in poster.of("update")} == {"100.1", "100.2"}
+    assert not store.claim_summary(submitted.batch.id)  # posted: nobody may post it again
+
+
+def test_the_summary_claim_is_exclusive_until_it_expires(slack_env: None) -> None:
+    store = Store()
+    store.create_batch(batch_id="b-1", preset="p", engine="local", queue="q",
+                       requested_by="u", plan={})
+    assert store.claim_summary("b-1", ttl_s=0.2)
+    assert not store.claim_summary("b-1")
+    time.sleep(0.25)
+    assert store.claim_summary("b-1")
+    store.mark_summary_posted("b-1")
+    time.sleep(0.01)
+    assert not store.claim_summary("b-1", ttl_s=0.0)
+
+
+def test_the_chart_is_a_png_and_none_without_data() -> None:
+    records = [make_record("baseline", samples=[80, 82]), make_record("a", samples=[90, 91]),
+               make_record("b", samples=None, status="failed")]
+    png = to_chart_png(records, metric="output_throughput", lower_is_better=False)
+    assert png is not None and png.startswith(b"\x89PNG")
+    assert to_chart_png(records[2:], metric="output_throughput", lower_is_better=False) is None

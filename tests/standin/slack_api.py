@@ -1,0 +1,194 @@
+"""A loopback stand-in for Slack's Web API (and Socket Mode) that records every call.
+
+A real aiohttp server on 127.0.0.1, in a thread of its own: `POST /api/METHOD` answers like Slack
+for auth.test, chat.postMessage, chat.update, chat.postEphemeral, files.getUploadURLExternal,
+files.completeUploadExternal and apps.connections.open (any other method: `{"ok": true}`);
+`POST /upload/FILE` takes an upload's bytes; `GET /socket` is a Socket Mode websocket that says
+hello and relays envelopes pushed with `send_envelope`, recording the acks. `rate_limit(n)`
+answers the next n API calls with 429 and `Retry-After: 1`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl
+
+from aiohttp import WSMsgType, web
+
+
+@dataclass
+class Call:
+    method: str  # "chat.postMessage", ..., "upload" for an upload URL's POST
+    body: dict[str, Any]
+    raw: bytes
+    status: int
+    answer: dict[str, Any] = field(default_factory=dict)
+    at: float = field(default_factory=time.monotonic)
+
+
+class SlackStandin:
+    def __init__(self) -> None:
+        self.calls: list[Call] = []
+        self.acks: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._ts = 1_700_000_000
+        self._files = 0
+        self._limited = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._runner: web.AppRunner | None = None
+        self._sockets: list[web.WebSocketResponse] = []
+        self._ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="slack-standin", daemon=True)
+        self.port = 0
+
+    # --- control ---
+
+    def start(self) -> SlackStandin:
+        self._thread.start()
+        if not self._ready.wait(10):
+            raise RuntimeError("the Slack stand-in did not start")
+        return self
+
+    def stop(self) -> None:
+        if self._loop is not None and self._runner is not None:
+            asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    def rate_limit(self, n: int) -> None:
+        with self._lock:
+            self._limited = n
+
+    def recorded(self, method: str | None = None, *, status: int | None = 200) -> list[Call]:
+        with self._lock:
+            calls = list(self.calls)
+        return [c for c in calls if (method is None or c.method == method)
+                and (status is None or c.status == status)]
+
+    def wait_for(self, predicate: Any, timeout: float = 10.0) -> list[Call]:
+        """Wait until `predicate(calls)` is true; returns the calls."""
+        deadline = time.monotonic() + timeout
+        while True:
+            calls = self.recorded(status=None)
+            if predicate(calls):
+                return calls
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out; calls: {[c.method for c in calls]}")
+            time.sleep(0.02)
+
+    def send_envelope(self, envelope: dict[str, Any]) -> None:
+        assert self._loop is not None
+        asyncio.run_coroutine_threadsafe(self._send(envelope), self._loop).result(5)
+
+    def socket_count(self) -> int:
+        return len(self._sockets)
+
+    # --- server ---
+
+    def _serve(self) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_post("/api/{method}", self._api)
+        app.router.add_post("/upload/{file}", self._upload)
+        app.router.add_get("/socket", self._socket)
+        self._runner = web.AppRunner(app, access_log=None)
+        loop.run_until_complete(self._runner.setup())
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        loop.run_until_complete(site.start())
+        server = site._server
+        assert server is not None
+        self.port = server.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+        self._ready.set()
+        loop.run_forever()
+        loop.close()
+
+    async def _body(self, request: web.Request) -> tuple[dict[str, Any], bytes]:
+        raw = await request.read()
+        kind = request.content_type
+        if kind == "application/json":
+            return json.loads(raw or b"{}"), raw
+        if kind == "multipart/form-data":
+            form = await request.post()
+            return {k: str(v) for k, v in form.items()}, raw
+        return dict(parse_qsl(raw.decode())), raw
+
+    async def _api(self, request: web.Request) -> web.Response:
+        method = request.match_info["method"]
+        body, raw = await self._body(request)
+        body.update(dict(request.query))
+        with self._lock:
+            limited = self._limited > 0
+            if limited:
+                self._limited -= 1
+        if limited:
+            answer = {"ok": False, "error": "ratelimited"}
+            with self._lock:
+                self.calls.append(Call(method, body, raw, 429, answer))
+            return web.json_response(answer, status=429, headers={"Retry-After": "1"})
+        answer = self._answer(method, body, request)
+        with self._lock:
+            self.calls.append(Call(method, body, raw, 200, answer))
+        return web.json_response(answer)
+
+    def _answer(self, method: str, body: dict[str, Any], request: web.Request) -> dict[str, Any]:
+        if method == "auth.test":
+            return {"ok": True, "url": "https://standin.slack.com/", "team": "Stand-in",
+                    "user": "specbench", "team_id": "T0001", "user_id": "UBOT", "bot_id": "BBOT"}
+        if method in ("chat.postMessage", "chat.update"):
+            ts = body.get("ts") or self._next_ts()
+            return {"ok": True, "channel": body.get("channel"), "ts": ts,
+                    "message": {"text": body.get("text"), "ts": ts}}
+        if method == "chat.postEphemeral":
+            return {"ok": True, "message_ts": self._next_ts()}
+        if method == "files.getUploadURLExternal":
+            with self._lock:
+                self._files += 1
+                file_id = f"F{self._files:05d}"
+            return {"ok": True, "file_id": file_id,
+                    "upload_url": f"http://127.0.0.1:{self.port}/upload/{file_id}"}
+        if method == "files.completeUploadExternal":
+            files = json.loads(body.get("files") or "[]")
+            return {"ok": True, "files": [{"id": f.get("id"), "title": f.get("title")}
+                                          for f in files]}
+        if method == "apps.connections.open":
+            return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/socket"}
+        return {"ok": True}
+
+    def _next_ts(self) -> str:
+        with self._lock:
+            self._ts += 1
+            return f"{self._ts}.000100"
+
+    async def _upload(self, request: web.Request) -> web.Response:
+        raw = await request.read()
+        with self._lock:
+            self.calls.append(Call("upload", {"file": request.match_info["file"]}, raw, 200))
+        return web.Response(text=f"OK - {len(raw)}")
+
+    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        self._sockets.append(socket)
+        await socket.send_str(json.dumps({"type": "hello", "num_connections": 1}))
+        try:
+            async for message in socket:
+                if message.type == WSMsgType.TEXT:
+                    with self._lock:
+                        self.acks.append(json.loads(message.data))
+        finally:
+            self._sockets.remove(socket)
+        return socket
+
+    async def _send(self, envelope: dict[str, Any]) -> None:
+        for socket in list(self._sockets):
+            await socket.send_str(json.dumps(envelope))
