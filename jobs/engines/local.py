@@ -1,0 +1,246 @@
+"""The local engine: a tiny seeded Llama on the CPU, run like a server in its own process tree.
+
+Each configuration runs `python -m jobs.engines.local_child --KNOB VALUE ...` through
+`ProcessGroup`, so a crash, a hang and a cancel end exactly as they do for an SGLang server.
+The child reports its phases and numbers as `SPECBENCH-EVENT {json}` lines; this adapter turns
+them into phases, deadlines and a run record. No GPU, no download.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import os
+import platform
+import queue
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from jobs.engines import local_child
+from jobs.engines.base import RunContext, now_iso, to_run_record
+from jobs.plans import BatchPlan, RunConfig
+from jobs.procs import LineCallback, ProcessGroup
+from jobs.records import RunRecord
+
+# Knobs that decide the model and the prompts: with all of them equal to the baseline's, greedy
+# output must equal the baseline's too.
+OUTPUT_KNOBS = ("hidden-size", "intermediate-size", "num-layers", "num-heads", "vocab-size", "seed")
+_POLL_S = 0.1
+_STOP_GRACE_S = 2.0
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def to_flag(key: str) -> str:
+    return "--" + key.lstrip("-").replace("_", "-")
+
+
+def to_argv(knobs: Mapping[str, Any]) -> list[str]:
+    """Knobs as flags: `true` is a bare flag, `false`/`null` leaves the flag out."""
+    argv: list[str] = []
+    for key, value in knobs.items():
+        if value is None or value is False:
+            continue
+        argv.append(to_flag(key))
+        if value is not True:
+            argv.append(str(value))
+    return argv
+
+
+def unknown_knobs_reason(knobs: Mapping[str, Any], known: list[str]) -> str | None:
+    """Argparse's rejection of the knobs `local_child` does not know, with a did-you-mean."""
+    unknown = [to_flag(k) for k in knobs if to_flag(k) not in known]
+    if not unknown:
+        return None
+    reason = f"{local_child.PROG}: error: unrecognized arguments: {' '.join(unknown)}"
+    hints = [
+        f"{close[0]}" if len(unknown) == 1 else f"{close[0]} for {flag}"
+        for flag in unknown
+        if (close := difflib.get_close_matches(flag, known, n=1, cutoff=0.6))
+    ]
+    return reason + (f" (did you mean {', '.join(hints)}?)" if hints else "")
+
+
+@dataclass
+class _Progress:
+    """What the child has reported so far."""
+
+    ready: bool = False
+    throughputs: list[float] = field(default_factory=list)
+    totals: list[float] = field(default_factory=list)
+    done: dict[str, Any] | None = None
+
+
+class LocalEngine:
+    """Runs configurations of `engine: local` presets on this machine's CPU."""
+
+    name = "local"
+
+    def preflight(self, plan: BatchPlan) -> dict[str, str]:
+        server = local_child.knob_flags("server")
+        bench_reason = unknown_knobs_reason(plan.bench, local_child.knob_flags("bench"))
+        out: dict[str, str] = {}
+        for config in plan.configs:
+            reason = unknown_knobs_reason(config.server_args, server) or bench_reason
+            if reason is not None:
+                out[config.approach] = reason
+        return out
+
+    def fingerprint(self) -> dict[str, Any]:
+        cpu = _cpu_model()
+        return {
+            "gpu": f"none (CPU: {cpu})", "gpu_count": 0, "compute_capability": None,
+            "interconnect": None, "driver": None, "cuda": None, "torch": _version("torch"),
+            "sglang": None, "nccl": None,
+            "cpu": cpu, "cpu_cores": os.cpu_count(), "transformers": _version("transformers"),
+        }
+
+    def run(self, config: RunConfig, ctx: RunContext) -> RunRecord:
+        started_at = now_iso()
+        argv = [sys.executable, "-m", "jobs.engines.local_child", *self.to_child_argv(config, ctx)]
+        env = {**os.environ, **config.env, "PYTHONUNBUFFERED": "1"}
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
+        header = "specbench: " + " ".join(argv[1:])
+        _append_log(ctx.log_path, header)
+        events: queue.Queue[dict[str, Any]] = queue.Queue()
+        ctx.on_phase("launching", {})
+        group = ProcessGroup(argv, env=env, log_path=ctx.log_path, on_line=_reader(events))
+        progress = _Progress()
+        try:
+            outcome, note = self._watch(group, events, progress, ctx)
+        finally:
+            ctx.on_phase("stopping", {})
+            group.stop(grace_s=_STOP_GRACE_S)
+        _drain(events, progress, ctx)
+        exit_code = group.proc.returncode
+        if outcome is None:
+            complete = progress.done is not None and len(progress.throughputs) == ctx.plan.reps
+            outcome = "ok" if exit_code == 0 and complete else "failed"
+        tail = [header]
+        tail += [line for line in group.tail if not line.startswith(local_child.EVENT_PREFIX)]
+        if note:
+            _append_log(ctx.log_path, note)
+            tail.append(note)
+        done = progress.done or {}
+        return to_run_record(
+            config, ctx, status=outcome, started_at=started_at, exit_code=exit_code,
+            log_tail="\n".join(tail[-200:]),
+            metrics={
+                "output_throughput": progress.throughputs,
+                "total_throughput": progress.totals,
+                "accept_length": done.get("accept_length"),
+            },
+            extra={k: done[k] for k in ("output_digest", "prompt_digests") if k in done},
+        )
+
+    def to_child_argv(self, config: RunConfig, ctx: RunContext) -> list[str]:
+        """The child's flags: the server args, the bench, the repetitions, the baseline's digest."""
+        argv = [*to_argv(config.server_args), *to_argv(ctx.plan.bench)]
+        argv += ["--reps", str(ctx.plan.reps)]
+        base = ctx.baseline
+        if base is None or base.status != "ok" or config.role == "baseline":
+            return argv
+        if any(base.server_args.get(k) != config.server_args.get(k) for k in OUTPUT_KNOBS):
+            return argv  # another model or prompts: its output may differ
+        if isinstance(digest := base.extra.get("output_digest"), str):
+            argv += ["--baseline-digest", digest]
+            prompts = base.extra.get("prompt_digests")
+            if isinstance(prompts, list):
+                argv += ["--baseline-prompt-digests", ",".join(map(str, prompts))]
+        return argv
+
+    def _watch(
+        self,
+        group: ProcessGroup,
+        events: queue.Queue[dict[str, Any]],
+        progress: _Progress,
+        ctx: RunContext,
+    ) -> tuple[str | None, str]:
+        """Follow the child until it exits, is cancelled or misses a deadline."""
+        plan = ctx.plan
+        deadline, waiting_for = time.monotonic() + plan.startup_s, "startup_s"
+        while True:
+            try:
+                event = events.get(timeout=_POLL_S)
+            except queue.Empty:
+                event = None
+            if event is not None:
+                _handle(event, progress, ctx)
+                if event["event"] in ("ready", "repetition"):
+                    deadline, waiting_for = time.monotonic() + plan.bench_s, "bench_s"
+                continue
+            if ctx.should_stop():
+                return "cancelled", "specbench: cancelled; the process group was stopped"
+            if group.poll() is not None:
+                group.wait_output()
+                return None, ""
+            if time.monotonic() > deadline:
+                limit = plan.startup_s if waiting_for == "startup_s" else plan.bench_s
+                what = "the model to be ready" if waiting_for == "startup_s" else "a repetition"
+                return "timeout", (
+                    f"specbench: timed out after {limit:g} s ({waiting_for}) waiting for {what}"
+                )
+
+
+def _reader(events: queue.Queue[dict[str, Any]]) -> LineCallback:
+    def on_line(line: str) -> None:
+        if line.startswith(local_child.EVENT_PREFIX):
+            try:
+                event = json.loads(line[len(local_child.EVENT_PREFIX) :])
+            except json.JSONDecodeError:
+                return
+            if isinstance(event, dict) and isinstance(event.get("event"), str):
+                events.put(event)
+
+    return on_line
+
+
+def _drain(events: queue.Queue[dict[str, Any]], progress: _Progress, ctx: RunContext) -> None:
+    while True:
+        try:
+            _handle(events.get_nowait(), progress, ctx)
+        except queue.Empty:
+            return
+
+
+def _handle(event: dict[str, Any], progress: _Progress, ctx: RunContext) -> None:
+    kind = event["event"]
+    if kind == "ready":
+        progress.ready = True
+        ctx.on_phase("ready", {})
+    elif kind == "repetition":
+        ctx.on_phase("repetition", {"rep": event.get("rep"), "of": event.get("of")})
+    elif kind == "result":
+        progress.throughputs.append(float(event["output_throughput"]))
+        progress.totals.append(float(event["total_throughput"]))
+    elif kind == "done":
+        progress.done = event
+
+
+def _append_log(path: Path, line: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                key, _, value = line.partition(":")
+                if key.strip() in ("model name", "Model", "cpu model") and value.strip():
+                    return value.strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None

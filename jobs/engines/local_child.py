@@ -1,0 +1,345 @@
+"""The local engine's child process: a tiny seeded Llama on the CPU, benchmarked with generate().
+
+`python -m jobs.engines.local_child --KNOB VALUE ...` builds the model (no download, no
+tokenizer: token ids in, token ids out), warms up, times greedy generation of every prompt once
+per repetition and prints `SPECBENCH-EVENT {json}` lines that the engine reads. Knobs are
+argparse flags, so an unknown or bad one fails exactly like a real server's command line.
+
+The weights are random but planted so that every greedy choice is sharp: each token's final
+hidden state is read by an lm_head row built from it (a seeded map from token to next token),
+and attention only perturbs. Top-1 margins are then far above float32 noise, and a greedy
+output that differs between approaches means a real bug, not a tie broken differently.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import random
+import sys
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+    from transformers import LlamaForCausalLM
+
+PROG = "local_child"
+EVENT_PREFIX = "SPECBENCH-EVENT "
+# Attention writes this fraction of its random output: context perturbs the next-token choice
+# without blurring it (at 0.3 the top-1 margin falls ~200x).
+ATTENTION_SCALE = 0.05
+LOGIT_SCALE = 10.0
+PHRASE_LEN = 8
+PHRASES_PER_PROMPT = 6
+WARMUP_TOKENS = 16
+
+
+class LosslessnessError(Exception):
+    """Greedy output that differs from the baseline's, or between repetitions."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Server knobs (a preset's server_args), bench knobs (its bench) and the engine's own."""
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__, allow_abbrev=False)
+    server = parser.add_argument_group("server")
+    server.add_argument("--hidden-size", type=int, default=64)
+    server.add_argument("--intermediate-size", type=int, default=None)
+    server.add_argument("--num-layers", type=int, default=4)
+    server.add_argument("--num-heads", type=int, default=4)
+    server.add_argument("--vocab-size", type=int, default=1024)
+    server.add_argument("--seed", type=int, default=0)
+    server.add_argument("--threads", type=int, default=None)
+    server.add_argument("--num-assistant-tokens", type=int, default=4)
+    server.add_argument("--draft-vocab-size", type=int, default=None)
+    server.add_argument("--max-matching-ngram-size", type=int, default=2)
+    spec = server.add_mutually_exclusive_group()
+    spec.add_argument("--draft-layers", type=int, default=None)
+    spec.add_argument("--prompt-lookup-num-tokens", type=int, default=None)
+    bench = parser.add_argument_group("bench")
+    bench.add_argument("--num-prompts", type=int, default=4)
+    bench.add_argument("--input-len", type=int, default=128)
+    bench.add_argument("--output-len", type=int, default=128)
+    own = parser.add_argument_group("engine")
+    own.add_argument("--reps", type=int, default=1)
+    own.add_argument("--baseline-digest", default=None)
+    own.add_argument("--baseline-prompt-digests", default=None)
+    return parser
+
+
+def knob_flags(group: str) -> list[str]:
+    """The long flags of one argument group ("server" or "bench")."""
+    parser = build_parser()
+    for found in parser._action_groups:  # argparse keeps groups private; no public accessor
+        if found.title == group:
+            return [s for a in found._group_actions for s in a.option_strings]
+    return []
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 1 <= (args.draft_layers or 1) < args.num_layers:
+        parser.error(
+            f"argument --draft-layers: expected a value from 1 to {args.num_layers - 1}, "
+            f"got {args.draft_layers}"
+        )
+    for name in ("num_prompts", "input_len", "output_len", "reps", "num_assistant_tokens"):
+        if getattr(args, name) < 1:
+            flag = "--" + name.replace("_", "-")
+            parser.error(f"argument {flag}: expected a positive value, got {getattr(args, name)}")
+    if args.draft_vocab_size is not None and args.draft_layers is None:
+        args.draft_layers = 1
+    return args
+
+
+def emit(event: str, **details: Any) -> None:
+    print(EVENT_PREFIX + json.dumps({"event": event, **details}), flush=True)
+
+
+def build_target(args: argparse.Namespace) -> LlamaForCausalLM:
+    """The seeded target model with planted, sharp next-token choices."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(args.seed)
+    config = _llama_config(args, layers=args.num_layers, vocab=args.vocab_size)
+    model = LlamaForCausalLM(config)
+    model.eval()  # type: ignore[no-untyped-call]
+    model.requires_grad_(False)
+    with torch.no_grad():
+        for layer in model.model.layers:
+            layer.self_attn.o_proj.weight.mul_(ATTENTION_SCALE)
+        written = _layer_writes(model, args.vocab_size)
+        written = written - written.mean(dim=0, keepdim=True)
+        written = written / written.norm(dim=1, keepdim=True)
+        rng = torch.Generator().manual_seed(args.seed + 1)
+        next_token = torch.randint(0, args.vocab_size, (args.vocab_size,), generator=rng)
+        head = torch.zeros_like(model.lm_head.weight)
+        head.index_add_(0, next_token, written)
+        model.lm_head.weight.copy_(head * LOGIT_SCALE)
+    _set_greedy(model)
+    return model
+
+
+def build_draft(target: LlamaForCausalLM, args: argparse.Namespace) -> LlamaForCausalLM | None:
+    """A self-speculative draft (the target's first layers, norm and head), or one of its own
+    vocabulary when `--draft-vocab-size` is set; None without `--draft-layers`."""
+    if args.draft_layers is None:
+        return None
+    import torch
+    from transformers import LlamaForCausalLM
+
+    vocab = args.draft_vocab_size or args.vocab_size
+    draft = LlamaForCausalLM(_llama_config(args, layers=args.draft_layers, vocab=vocab))
+    draft.eval()  # type: ignore[no-untyped-call]
+    draft.requires_grad_(False)
+    if args.draft_vocab_size is None:
+        draft.model.embed_tokens = target.model.embed_tokens
+        draft.model.layers = torch.nn.ModuleList(target.model.layers[: args.draft_layers])
+        draft.model.norm = target.model.norm
+        draft.lm_head = target.lm_head
+    _set_greedy(draft)
+    draft.generation_config.num_assistant_tokens = args.num_assistant_tokens
+    draft.generation_config.num_assistant_tokens_schedule = "constant"
+    draft.generation_config.assistant_confidence_threshold = 0.0
+    return draft
+
+
+def make_prompts(args: argparse.Namespace, target: LlamaForCausalLM) -> list[list[int]]:
+    """Seeded prompts that repeat a few phrases of the model's own grammar, the way code edits
+    and summaries repeat their input."""
+    import torch
+
+    with torch.no_grad():
+        alone = target(input_ids=torch.arange(args.vocab_size).unsqueeze(1)).logits[:, 0]
+    follows = [int(t) for t in alone.argmax(dim=-1)]  # the greedy pick after each token alone
+    rng = random.Random(args.seed * 7919 + 1)
+    prompts = []
+    for _ in range(args.num_prompts):
+        phrases = []
+        for _ in range(PHRASES_PER_PROMPT):
+            phrase = [rng.randrange(args.vocab_size)]
+            while len(phrase) < PHRASE_LEN:
+                phrase.append(follows[phrase[-1]])
+            phrases.append(phrase)
+        prompt: list[int] = []
+        while len(prompt) < args.input_len:
+            prompt += rng.choice(phrases)
+        prompts.append(prompt[: args.input_len])
+    return prompts
+
+
+class Bench:
+    """Greedy generation of every prompt, one at a time (assisted decoding needs batch 1)."""
+
+    def __init__(self, args: argparse.Namespace, target: LlamaForCausalLM) -> None:
+        self.args = args
+        self.target = target
+        self.draft = build_draft(target, args)
+        self.forwards = 0
+        target.register_forward_hook(self._count)
+
+    @property
+    def speculates(self) -> bool:
+        return self.draft is not None or self.args.prompt_lookup_num_tokens is not None
+
+    def _count(self, *_: Any) -> None:
+        self.forwards += 1
+
+    def generate(self, prompt: list[int], *, max_new: int | None = None) -> list[int]:
+        import torch
+
+        ids = torch.tensor([prompt])
+        extra: dict[str, Any] = {}
+        if self.draft is not None:
+            extra["assistant_model"] = self.draft
+        if self.args.prompt_lookup_num_tokens is not None:
+            extra["prompt_lookup_num_tokens"] = self.args.prompt_lookup_num_tokens
+            extra["max_matching_ngram_size"] = self.args.max_matching_ngram_size
+        with torch.no_grad():
+            out = self.target.generate(
+                ids, attention_mask=torch.ones_like(ids),
+                max_new_tokens=max_new or self.args.output_len, **extra,
+            )
+        return [int(t) for t in out[0, len(prompt) :]]
+
+    def run(self, prompts: list[list[int]]) -> tuple[list[list[int]], float, int]:
+        """(outputs, seconds, target forward passes) for one pass over all prompts."""
+        self.forwards = 0
+        begun = time.perf_counter()
+        outputs = [self.generate(p) for p in prompts]
+        return outputs, time.perf_counter() - begun, self.forwards
+
+
+def digest(tokens: Sequence[Sequence[int]]) -> str:
+    """sha256 of greedy output token ids (prompt by prompt)."""
+    return hashlib.sha256(json.dumps([list(t) for t in tokens]).encode()).hexdigest()
+
+
+def prompt_digests(outputs: Sequence[Sequence[int]]) -> list[str]:
+    return [digest([o])[:12] for o in outputs]
+
+
+def check_lossless(outputs: list[list[int]], args: argparse.Namespace) -> None:
+    """Raise LosslessnessError when the output is not the baseline's."""
+    if args.baseline_digest is None or digest(outputs) == args.baseline_digest:
+        return
+    theirs = (args.baseline_prompt_digests or "").split(",")
+    ours = prompt_digests(outputs)
+    for index, (mine, base) in enumerate(zip(ours, theirs, strict=False)):
+        if mine != base:
+            raise LosslessnessError(
+                f"greedy output differs from the baseline's at prompt {index} "
+                f"(of {len(ours)}): digest {mine} vs {base}"
+            )
+    raise LosslessnessError("greedy output differs from the baseline's (digest)")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    import torch
+    import transformers
+
+    transformers.logging.set_verbosity_error()  # type: ignore[no-untyped-call]
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+    print(
+        f"{PROG}: building a {args.num_layers}-layer Llama (hidden {args.hidden_size}, vocab "
+        f"{args.vocab_size}, seed {args.seed}); torch {torch.__version__}, transformers "
+        f"{transformers.__version__}, {torch.get_num_threads()} threads", flush=True,
+    )
+    target = build_target(args)
+    prompts = make_prompts(args, target)
+    bench = Bench(args, target)
+    try:
+        bench.generate(prompts[0], max_new=WARMUP_TOKENS)
+    except ValueError as exc:
+        if args.draft_vocab_size in (None, args.vocab_size):
+            raise
+        raise ValueError(
+            f"--draft-vocab-size {args.draft_vocab_size} and --vocab-size {args.vocab_size} "
+            "cannot be used together: assisted decoding needs a draft that shares the target's "
+            f"vocabulary (transformers: {str(exc).splitlines()[0]})"
+        ) from exc
+    emit("ready")
+    first: list[list[int]] | None = None
+    total_forwards = total_tokens = 0
+    for rep in range(1, args.reps + 1):
+        emit("repetition", rep=rep, of=args.reps)
+        outputs, seconds, forwards = bench.run(prompts)
+        tokens = sum(len(o) for o in outputs)
+        total_tokens += tokens
+        total_forwards += forwards
+        print(f"{PROG}: rep {rep}/{args.reps}: {tokens} tokens in {seconds:.3f} s "
+              f"= {tokens / seconds:.1f} tok/s, {forwards} target forward passes", flush=True)
+        emit("result", rep=rep, tokens=tokens, seconds=seconds,
+             output_throughput=tokens / seconds,
+             total_throughput=(tokens + sum(map(len, prompts))) / seconds)
+        if first is not None and outputs != first:
+            print(f"LosslessnessError: greedy output of rep {rep} differs from rep 1's", flush=True)
+            return 1
+        first = outputs
+    assert first is not None
+    accept = total_tokens / total_forwards if bench.speculates and total_forwards else None
+    emit("done", output_digest=digest(first), prompt_digests=prompt_digests(first),
+         accept_length=accept)
+    try:
+        check_lossless(first, args)
+    except LosslessnessError as exc:
+        print(f"LosslessnessError: {exc}", flush=True)
+        return 1
+    print(f"{PROG}: done; output digest {digest(first)[:16]}", flush=True)
+    return 0
+
+
+def _llama_config(args: argparse.Namespace, *, layers: int, vocab: int) -> Any:
+    from transformers import LlamaConfig
+
+    return LlamaConfig(
+        hidden_size=args.hidden_size,
+        intermediate_size=args.intermediate_size or 4 * args.hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=args.num_heads,
+        num_key_value_heads=args.num_heads,
+        vocab_size=vocab,
+        max_position_embeddings=max(1024, args.input_len + args.output_len + 64),
+        tie_word_embeddings=False,
+        pad_token_id=0,
+        bos_token_id=None,
+        eos_token_id=None,
+    )
+
+
+def _layer_writes(model: LlamaForCausalLM, vocab: int) -> torch.Tensor:
+    """What all layers together add to each token's embedding, each token alone."""
+    import torch
+
+    captured: list[torch.Tensor] = []
+
+    def keep(_module: Any, _inputs: Any, output: Any) -> None:
+        captured.append(output[0] if isinstance(output, tuple) else output)
+
+    hook = model.model.layers[-1].register_forward_hook(keep)
+    try:
+        model.model(input_ids=torch.arange(vocab).unsqueeze(1))
+    finally:
+        hook.remove()
+    written: torch.Tensor = captured[0][:, 0] - model.model.embed_tokens.weight
+    return written
+
+
+def _set_greedy(model: LlamaForCausalLM) -> None:
+    config = model.generation_config
+    config.do_sample = False
+    config.eos_token_id = None
+    config.pad_token_id = 0
+    config.bos_token_id = None
+    for name in ("temperature", "top_p", "top_k"):
+        setattr(config, name, None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
