@@ -6,6 +6,8 @@ already recorded are not run again — and it stops at a cancel, recording the r
 
 from __future__ import annotations
 
+import concurrent.futures
+import dataclasses
 import secrets
 import socket
 import time
@@ -113,7 +115,10 @@ def execute_batch(
         "batch.started", batch_id, host=host, queue=row.queue, approaches=names,
         reps=plan.reps, warnings=list(plan.warnings), preset=plan.preset,
     ))
-    fingerprint = engine.fingerprint()
+    # The host probes (nvidia-smi, the SGLang interpreter) run while the first server starts.
+    probing = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe")
+    fingerprint_of = probing.submit(engine.fingerprint)
+    probing.shutdown(wait=False)
     bad = engine.preflight(plan)
     done = {r.approach: r for r in store.records(batch_id) if r.status not in RERUN_STATUSES}
     baseline = done.get("baseline")
@@ -122,10 +127,11 @@ def execute_batch(
             continue
         ctx = RunContext(
             batch_id=batch_id, plan=plan, log_path=log_path(batch_id, config.approach),
-            fingerprint=fingerprint, should_stop=cancel, baseline=baseline,
+            fingerprint={}, should_stop=cancel, baseline=baseline,
             on_phase=_phase_emitter(sink, batch_id, config.approach, index, len(names)),
         )
         record = _run_one(engine, config, ctx, bad=bad.get(config.approach), cancel=cancel)
+        record = dataclasses.replace(record, fingerprint=fingerprint_of.result())
         store.put_record(record, position=index)
         if config.role == "baseline":
             baseline = record

@@ -25,7 +25,7 @@ class RunContext:
     batch_id: str
     plan: BatchPlan
     log_path: Path
-    fingerprint: dict[str, Any]
+    fingerprint: dict[str, Any]  # may be empty: the batch sets the host fingerprint on the record
     on_phase: PhaseCallback
     should_stop: StopCheck
     # The batch's baseline record once it has run (engines that check losslessness compare
