@@ -249,7 +249,8 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
     from jobs import settings, worker
 
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     return worker.main(args.queue or settings.default_queue())
 
 

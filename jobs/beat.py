@@ -1,8 +1,9 @@
 """The digest scheduler as a process of its own: `python -m jobs.beat` (compose's `beat`).
 
-Celery beat over `jobs.celery_app.make_app()`: it only sends `send_digest` when
-SPECBENCH_DIGEST_SCHEDULE says, and a worker builds and posts the digest (the task dedups per
-slot). It logs through `jobs.logs` and touches the `beat` heartbeat that `jobs.health` checks.
+Celery beat over `jobs.celery_app.make_app()`, embedded in a worker that serves only the
+digest queue: it sends `send_digest` when SPECBENCH_DIGEST_SCHEDULE says and runs it itself
+(the task still dedups per slot). It logs through `jobs.logs` and touches the `beat`
+heartbeat that `jobs.health` checks.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from celery import signals
 
-    from jobs.celery_app import make_app
+    from jobs.celery_app import DIGEST_QUEUE, make_app
 
     logs.configure_logging()
     # A receiver on setup_logging keeps Celery from replacing the handler installed above.
@@ -47,9 +48,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     settings.data_dir().mkdir(parents=True, exist_ok=True)
     # Until Celery installs its own handler, a stop request still unwinds through `finally`.
     signal.signal(signal.SIGTERM, _exit)
+    import jobs.tasks  # noqa: F401 - registers send_digest with the app
+
     heartbeat = health.start_heartbeat("beat")
     try:
-        app.Beat(schedule=schedule, loglevel="INFO", quiet=True).run()
+        # The only scheduler, with a worker of its own for the digest queue: the digest is
+        # built and posted here, so GPU workers need no Slack token.
+        app.Worker(
+            hostname="specbench-beat@%h", queues=[DIGEST_QUEUE], pool="solo", concurrency=1,
+            beat=True, schedule_filename=schedule, loglevel="INFO", quiet=True,
+            without_gossip=True, without_mingle=True, without_heartbeat=True,
+            redirect_stdouts=False,
+        ).start()
     except KeyboardInterrupt:
         return 1
     finally:

@@ -77,7 +77,9 @@ def to_record(data: Any, *, where: str = "record") -> RunRecord:
         if not isinstance(data.get(key), str) or not data[key]:
             raise RecordError(f"{where}: '{key}' is missing or not a string")
     if data["role"] not in ROLES:
-        raise RecordError(f"{where}: 'role' must be one of {', '.join(ROLES)}, not {data['role']!r}")
+        raise RecordError(
+            f"{where}: 'role' must be one of {', '.join(ROLES)}, not {data['role']!r}"
+        )
     if data["status"] not in STATUSES:
         raise RecordError(
             f"{where}: 'status' must be one of {', '.join(STATUSES)}, not {data['status']!r}"

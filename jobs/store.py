@@ -30,6 +30,7 @@ from sqlalchemy import (
     String,
     Text,
     UniqueConstraint,
+    and_,
     create_engine,
     delete,
     event,
@@ -314,6 +315,21 @@ class Store:
         query = delete(Batch).where(Batch.id == batch_id)
         with self._write() as session:
             return _rowcount(session.execute(query, execution_options=_NO_SYNC)) == 1
+
+    def count_ahead(self, row: BatchRow) -> int:
+        """Running batches and older queued ones on the row's queue, counted in SQL."""
+        query = (
+            select(func.count())
+            .select_from(Batch)
+            .where(
+                Batch.queue == row.queue,
+                Batch.id != row.id,
+                or_(Batch.state == "running",
+                    and_(Batch.state == "queued", Batch.created_at <= row.created_at)),
+            )
+        )
+        with self._read() as session:
+            return int(session.scalar(query) or 0)
 
     def put_record(self, record: RunRecord, *, position: int) -> None:
         """Store one run; a record for the same (batch, approach) replaces the earlier one."""

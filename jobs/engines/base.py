@@ -65,7 +65,7 @@ def to_run_record(
     extra: dict[str, Any] | None = None,
 ) -> RunRecord:
     """The run record of one configuration, as SPEC.md lays it out."""
-    measured = {ctx.plan.metric: [], "accept_length": None}
+    measured: dict[str, Any] = {ctx.plan.metric: [], "accept_length": None}
     measured.update(metrics or {})
     return RunRecord(
         batch=ctx.batch_id,
