@@ -140,7 +140,7 @@ def resolve(
             base_args=base_args, base_env=base_env,
         ):
             warnings.append(
-                f"{approach.name}: {knob} differs from the baseline ({theirs} vs {ours}) "
+                f"{approach.name}: {knob} differs from the baseline ({ours} vs {theirs}) "
                 "but is not declared: its result will be inconclusive"
             )
     return BatchPlan(
