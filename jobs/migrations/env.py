@@ -12,7 +12,7 @@ from sqlalchemy import Connection, create_engine
 from sqlalchemy.pool import NullPool
 
 from jobs import settings
-from jobs.store import Base
+from jobs.schema import Base
 
 config = context.config
 

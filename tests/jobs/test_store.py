@@ -19,7 +19,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
 from jobs.records import RunRecord, to_record
-from jobs.store import Base, Store, UnknownBatch
+from jobs.schema import Base
+from jobs.store import Store, UnknownBatch
 
 PG_ADMIN_URL = os.environ.get(
     "SPECBENCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
