@@ -245,13 +245,13 @@ def cmd_bot(args: argparse.Namespace) -> int:
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
-    import logging
-
     from jobs import settings, worker
+    from jobs.logs import configure_logging, log_start
 
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    return worker.main(args.queue or settings.default_queue())
+    queue = args.queue or settings.default_queue()
+    configure_logging()
+    log_start("worker", queue=queue)
+    return worker.main(queue)
 
 
 def cmd_digest(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.threads import Upload
 from jobs import settings
 from jobs.dispatch import Dispatcher, Submitted
 from jobs.engines.base import Engine
@@ -76,6 +77,7 @@ class Reply:
     started: Submitted | None = None
     exit_code: int = 0  # the console's: 0 done, 2 bad input or refused
     warnings: tuple[str, ...] = ()
+    uploads: tuple[Upload, ...] = ()  # files for the reply's thread (Slack)
 
 
 @dataclass
@@ -211,14 +213,17 @@ class Router:
         return Reply(text=render_text("history", items=items))
 
     def _digest(self, args: list[str], *, caller: Caller, key: str | None) -> Reply:
-        from jobs.digest import digest_from_store
         from jobs.messages import render_blocks
+        from jobs.trends import digest_with_trend
 
         zone = os.environ.get("SPECBENCH_TIMEZONE") or "UTC"
-        digest = digest_from_store(self.dispatcher.store, days=7.0, tz=zone)
+        digest, chart = digest_with_trend(self.dispatcher.store, days=7.0, tz=zone)
         text = render_text("digest", digest=digest)
-        payload = render_blocks("digest", fallback=text, digest=digest)
-        return Reply(text=text, blocks=payload["blocks"], ephemeral=False)
+        payload = render_blocks("digest", fallback=text, digest=digest, chart=chart is not None)
+        uploads = () if chart is None else (
+            Upload("specbench-digest-trend.png", chart,
+                   "Best value per preset and hardware, day by day"),)
+        return Reply(text=text, blocks=payload["blocks"], ephemeral=False, uploads=uploads)
 
     def _help(self, args: list[str], *, caller: Caller, key: str | None) -> Reply:
         return Reply(text=render_text("help", commands=COMMANDS))

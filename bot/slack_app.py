@@ -4,6 +4,10 @@ Every handler acks first, then hands the work to a background task: the router a
 opens its thread (bot.threads). Every Web API client honours SLACK_API_URL and waits out rate
 limits (Retry-After). A retried delivery starts nothing: the request's idempotency key reaches
 `Dispatcher.submit`, and a key already seen by this process is dropped at once.
+
+In distributed mode the threads read events through the Redis consumer group (bot.feed), so a
+restarted bot resumes where its predecessor stopped. The process logs through jobs.logs and
+keeps the `bot` heartbeat of jobs.health (Socket Mode: only while connected).
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.router import Access, Caller, Router
-from bot.threads import Message, ThreadHub, Upload, logs_message
+from bot.threads import Feed, Message, ThreadHub, Upload, logs_message
 from jobs.dispatch import Dispatcher
 from jobs.engines.base import Engine
 from jobs.errors import InfraError
@@ -35,6 +39,7 @@ from jobs.messages import slack_escape
 
 log = logging.getLogger(__name__)
 SEEN_KEYS = 10_000
+AUTH_WARMUP_S = 3.0
 
 
 def make_client(token: str | None, *, api_url: str | None = None) -> AsyncWebClient:
@@ -106,7 +111,7 @@ class SpecbenchBot:
     def __init__(
         self, dispatcher: Dispatcher, *, token: str | None, signing_secret: str | None,
         api_url: str | None = None, access: Access | None = None, interval: float = 2.0,
-        engine_for: Callable[[str], Engine] | None = None,
+        engine_for: Callable[[str], Engine] | None = None, feed: Feed | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.client = make_client(token, api_url=api_url)
@@ -116,9 +121,10 @@ class SpecbenchBot:
                             process_before_response=True)
         self.router = Router(dispatcher, access or Access.from_env(), engine_for)
         self.poster = SlackPoster(self.client)
-        self.hub = ThreadHub(dispatcher, self.poster, interval=interval)
+        self.hub = ThreadHub(dispatcher, self.poster, interval=interval, feed=feed)
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._heartbeat: asyncio.Task[None] | None = None
         # A few threads for the router's blocking work: more would only fight the event loop
         # (which acks) for the GIL.
         self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="specbench-router")
@@ -194,7 +200,10 @@ class SpecbenchBot:
             await self.poster.ephemeral(channel=channel, user=user, message=message,
                                         thread_ts=thread_ts)
         else:
-            await self.poster.post(channel=channel, thread_ts=thread_ts, message=message)
+            ts = await self.poster.post(channel=channel, thread_ts=thread_ts, message=message)
+            if reply.uploads:
+                await self.poster.upload(channel=channel, thread_ts=thread_ts or ts,
+                                         files=list(reply.uploads))
 
     async def show_logs(self, *, batch_id: str, user: str, channel: str, thread_ts: str | None,
                         **_: Any) -> None:
@@ -202,14 +211,54 @@ class SpecbenchBot:
         await self.poster.ephemeral(channel=channel, user=user, message=message,
                                     thread_ts=thread_ts)
 
-    async def startup(self) -> None:
-        """Follow events, and catch up on threads a previous bot left unfinished."""
+    async def startup(self, *, is_alive: Callable[[], Awaitable[bool]] | None = None) -> None:
+        """Follow events, catch up on threads a previous bot left unfinished, and keep the
+        `bot` heartbeat (jobs.health) while `is_alive()` says so (Socket Mode: connected)."""
         self.hub.start()
+        self._heartbeat = asyncio.get_running_loop().create_task(
+            self._keep_heartbeat(is_alive), name="heartbeat-bot")
+        try:
+            await asyncio.wait_for(self._warm_authorization(), timeout=AUTH_WARMUP_S)
+        except Exception:  # noqa: BLE001 - Bolt makes the call itself on the first request
+            log.warning("auth.test at start-up failed; the first request will retry it",
+                        exc_info=True)
         resumed = await self.hub.catch_up()
         if resumed:
             log.info("resumed the threads of %s", ", ".join(resumed))
 
+    async def _warm_authorization(self) -> None:
+        """Bolt calls auth.test before answering the first request, then caches it: make
+        that call now, so that the first command after a start is acked as fast as the rest."""
+        from slack_bolt.middleware.authorization.async_single_team_authorization import (
+            AsyncSingleTeamAuthorization,
+        )
+
+        for middleware in getattr(self.app, "_async_middleware_list", []):
+            if (isinstance(middleware, AsyncSingleTeamAuthorization)
+                    and middleware.auth_test_result is None):
+                middleware.auth_test_result = await self.client.auth_test()
+
+    async def _keep_heartbeat(self, is_alive: Callable[[], Awaitable[bool]] | None) -> None:
+        from jobs import health
+
+        while True:
+            touched = False
+            try:
+                if is_alive is None or await is_alive():
+                    health.touch_heartbeat("bot")
+                    touched = True
+            except Exception:  # noqa: BLE001 - a missed beat must not stop the bot
+                log.debug("heartbeat failed", exc_info=True)
+            # not connected (yet): look again soon, so that the first beat follows the connection
+            await asyncio.sleep(health.HEARTBEAT_INTERVAL_S if touched else 1.0)
+
     async def shutdown(self) -> None:
+        if self._heartbeat is not None:
+            from jobs import health
+
+            self._heartbeat.cancel()
+            await asyncio.gather(self._heartbeat, return_exceptions=True)
+            health.heartbeat_path("bot").unlink(missing_ok=True)
         await self.hub.close()
         for task in list(self._tasks):
             task.cancel()
@@ -258,7 +307,7 @@ class SpecbenchBot:
         from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
         handler = AsyncSocketModeHandler(self.app, app_token)
-        await self.startup()
+        await self.startup(is_alive=handler.client.is_connected)
         try:
             await handler.start_async()  # type: ignore[no-untyped-call]
         finally:
@@ -292,9 +341,16 @@ def run_bot(*, http_port: int | None) -> int:
         raise InfraError("HTTP mode needs SLACK_SIGNING_SECRET")
     if http_port is None and not app_token:
         raise InfraError("Socket Mode needs SLACK_APP_TOKEN (or run with --http PORT)")
+    from bot.feed import open_feed
+    from jobs.logs import configure_logging, log_start
+
+    configure_logging()
+    log_start("bot", transport="http" if http_port is not None else "socket-mode",
+              port=http_port)
     dispatcher = get_dispatcher()
     try:
-        bot = SpecbenchBot(dispatcher, token=token, signing_secret=secret)
+        bot = SpecbenchBot(dispatcher, token=token, signing_secret=secret,
+                           feed=open_feed(dispatcher))
         if http_port is not None:
             asyncio.run(bot.serve_http(http_port))
         else:

@@ -4,7 +4,10 @@ The thread is: a parent message (preset, who, host, queue position); in the thre
 message edited in place, at most once per batch every `interval` seconds (intermediate states
 coalesce); at the end the summary as a reply with its buttons, the chart and the run records as
 uploads, and the parent edited to the headline. Posting state lives in the store, so a restarted
-bot resumes a thread and posts each summary once (`ThreadHub.catch_up`).
+bot resumes a thread and posts each summary once (`ThreadHub.catch_up`). With a durable `Feed`
+(distributed mode: a Redis consumer group) each event is acknowledged only once its thread has
+handled it (an end event: once the summary is posted), so a bot that dies mid-batch leaves the
+rest of its events to its successor.
 """
 
 from __future__ import annotations
@@ -12,8 +15,10 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import queue
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -64,6 +69,27 @@ class Poster(Protocol):
     ) -> None: ...
 
 
+class FeedEntry(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def event(self) -> Event: ...
+
+
+class Feed(Protocol):
+    """A durable event source (jobs.streams.StreamReader): entries stay pending until acked."""
+
+    def read(self, timeout: float) -> Sequence[FeedEntry]: ...
+
+    def ack(self, *entry_ids: str) -> None: ...
+
+    def close(self) -> None: ...
+
+
+Ack = str | None  # the feed entry an event came from; None without a durable feed
+
+
 @dataclass
 class _Row:
     approach: str
@@ -74,14 +100,14 @@ class _Row:
 
 @dataclass
 class BatchThread:
-    """One batch's thread; `events` is fed by the hub, in order."""
+    """One batch's thread; `events` is fed by the hub, in order, each with its feed entry."""
 
     hub: ThreadHub
     row: BatchRow
     channel: str
     parent_ts: str | None = None
     progress_ts: str | None = None
-    events: asyncio.Queue[Event] = field(default_factory=asyncio.Queue)
+    events: asyncio.Queue[tuple[Event, Ack]] = field(default_factory=asyncio.Queue)
     position: int | None = None
     live_workers: int | None = None
     host: str | None = None
@@ -91,6 +117,7 @@ class BatchThread:
     _flushed_at: float = 0.0
     _dirty: bool = False
     _parent_dirty: bool = False
+    _unacked: list[Ack] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         plan = to_plan(self.row.plan)
@@ -167,12 +194,19 @@ class BatchThread:
             wait = STORE_POLL_S
             if self._dirty or self._parent_dirty:
                 wait = max(self._flushed_at + self.hub.interval - time.monotonic(), 0.0)
+            event: Event | None = None
+            entry: Ack = None
             try:
-                event: Event | None = await asyncio.wait_for(self.events.get(), timeout=wait)
+                # not wait_for: on 3.11 it can swallow a cancel that races an event's arrival
+                async with asyncio.timeout(wait):
+                    event, entry = await self.events.get()
             except TimeoutError:
                 event = None
-            if event is not None and self._apply(event):
-                break
+            if event is not None:
+                if self._apply(event):
+                    self._unacked.append(entry)  # acked once the end is posted
+                    break
+                self.hub.ack(entry)
             if event is None and time.monotonic() - checked >= STORE_POLL_S:
                 checked = time.monotonic()
                 row = store.get_batch(self.row.id)
@@ -225,6 +259,7 @@ class BatchThread:
         """Post the batch's end once (a durable claim in the store guards it)."""
         store, poster, durable = self.hub.dispatcher.store, self.hub.poster, self.hub.durable
         if durable and not store.claim_summary(self.row.id):
+            self._ack_rest()  # another bot posts it
             return
         try:
             row = store.get_batch(self.row.id) or self.row
@@ -247,10 +282,18 @@ class BatchThread:
                                 message=self._parent(ended=ended, error=row.error))
             if durable:
                 store.mark_summary_posted(row.id)
+            self._ack_rest()
         except BaseException:
             if durable:
                 store.release_summary_claim(self.row.id)
             raise
+
+    def _ack_rest(self) -> None:
+        """The thread has ended: its end event and whatever came after are handled."""
+        while not self.events.empty():
+            self._unacked.append(self.events.get_nowait()[1])
+        self.hub.ack(*self._unacked)
+        self._unacked.clear()
 
     async def _final_progress(self, state: str) -> None:
         assert self.progress_ts is not None
@@ -341,16 +384,18 @@ def logs_message(*, store: Any, batch_id: str) -> Message:
 
 
 class ThreadHub:
-    """Every thread of one bot: one subscription to all events, one task per batch."""
+    """Every thread of one bot: one subscription to all events (or a durable `Feed`), one task
+    per batch."""
 
     def __init__(
         self, dispatcher: Dispatcher, poster: Poster, *, interval: float = 2.0,
-        durable: bool = True,
+        durable: bool = True, feed: Feed | None = None,
     ) -> None:
         self.dispatcher = dispatcher
         self.durable = durable  # False (the console): the store keeps no posting state
         self.poster = poster
         self.interval = interval
+        self.feed = feed
         self.threads: dict[str, BatchThread] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -358,42 +403,116 @@ class ThreadHub:
         self._reader: threading.Thread | None = None
         self._subscription: Any = None
         # Events of batches no thread follows yet (a submit races its thread's opening).
-        self._early: dict[str, list[Event]] = {}
+        self._early: dict[str, list[tuple[Event, Ack]]] = {}
+        self._acks: queue.SimpleQueue[str] = queue.SimpleQueue()  # handled, to ack (reader)
+        self._foreign: set[str] = set()  # batches no chat thread of ours will ever follow
 
     def start(self) -> None:
         """Subscribe to every event (before any submit) and start the reader thread."""
         if self._reader is not None:
             return
         self._loop = asyncio.get_running_loop()
-        self._subscription = self.dispatcher.subscribe()
-        self._reader = threading.Thread(target=self._read, name="specbench-events", daemon=True)
+        if self.feed is None:
+            self._subscription = self.dispatcher.subscribe()
+            target: Callable[[], None] = self._read
+        else:
+            target = self._read_feed
+        self._reader = threading.Thread(target=target, name="specbench-events", daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
         while not self._stop.is_set():
             event = self._subscription.get(timeout=0.2)
-            if event is not None and self._loop is not None:
-                try:
-                    self._loop.call_soon_threadsafe(self._deliver, event)
-                except RuntimeError:  # the loop closed under us
-                    return
+            if event is not None and not self._hand_over(event, None):
+                return
 
-    def _deliver(self, event: Event) -> None:
+    def _read_feed(self) -> None:
+        """The durable path: entries no thread of ours will handle are acked here at once."""
+        assert self.feed is not None
+        while not self._stop.is_set():
+            try:
+                self._flush_acks()
+                for entry in self.feed.read(0.2):
+                    if not self._is_followed(str(entry.event.get("batch"))):
+                        self.feed.ack(entry.id)
+                    elif not self._hand_over(entry.event, entry.id):
+                        return
+            except Exception:  # noqa: BLE001 - unacked entries come back; keep following
+                log.warning("reading the event feed failed; retrying", exc_info=True)
+                self._stop.wait(1.0)
+        self._flush_acks()
+
+    def _flush_acks(self) -> None:
+        assert self.feed is not None
+        done: list[str] = []
+        while True:
+            try:
+                done.append(self._acks.get_nowait())
+            except queue.Empty:
+                break
+        if done:
+            try:
+                self.feed.ack(*done)
+            except Exception:  # noqa: BLE001 - unacked entries come back; nothing is lost
+                log.warning("could not acknowledge %d events", len(done), exc_info=True)
+
+    def _is_followed(self, batch: str) -> bool:
+        """Whether a chat thread follows (or will follow) this batch: it was launched from a
+        channel and its summary is not posted yet. Runs on the reader thread (it reads the
+        store)."""
+        if batch in self._foreign:
+            return False
+        store = self.dispatcher.store
+        try:
+            row = store.get_batch(batch)
+            posts = store.slack_posts(batch) if row is not None else None
+        except Exception:  # noqa: BLE001 - a store hiccup: let the thread (if any) decide
+            log.warning("could not look batch %s up", batch, exc_info=True)
+            return True
+        if row is None or row.channel is None or (posts and posts.summary_posted_at):
+            self._foreign.add(batch)
+            while len(self._foreign) > 10 * EARLY_BATCHES:
+                self._foreign.pop()
+            return False
+        return True
+
+    def _hand_over(self, event: Event, entry: Ack) -> bool:
+        """Pass an event to the event loop; False once the loop has closed."""
+        if self._loop is None:
+            return False
+        try:
+            self._loop.call_soon_threadsafe(self._deliver, event, entry)
+        except RuntimeError:  # the loop closed under us
+            return False
+        return True
+
+    def ack(self, *entries: Ack) -> None:
+        """Events handled: the reader thread acknowledges them to the feed."""
+        if self.feed is not None:
+            for entry in entries:
+                if entry is not None:
+                    self._acks.put(entry)
+
+    def _deliver(self, event: Event, entry: Ack = None) -> None:
         batch = str(event.get("batch"))
         thread = self.threads.get(batch)
         if thread is not None:
-            thread.events.put_nowait(event)
+            thread.events.put_nowait((event, entry))
             return
-        self._early.setdefault(batch, []).append(event)
+        if batch in self._foreign:
+            self.ack(entry)
+            return
+        self._early.setdefault(batch, []).append((event, entry))
         while len(self._early) > EARLY_BATCHES:
-            self._early.pop(next(iter(self._early)))
+            dropped = self._early.pop(next(iter(self._early)))
+            self.ack(*(e for _, e in dropped))
 
     def open(self, submitted: Submitted, *, channel: str) -> asyncio.Task[None]:
         """Open and follow the thread of a batch just submitted."""
         thread = BatchThread(hub=self, row=submitted.batch, channel=channel)
         self.threads[submitted.batch.id] = thread
-        for event in self._early.pop(submitted.batch.id, []):
-            thread.events.put_nowait(event)
+        for item in self._early.pop(submitted.batch.id, []):
+            thread.events.put_nowait(item)
         return self._spawn(thread, thread.open(submitted))
 
     async def catch_up(self) -> list[str]:
@@ -408,6 +527,8 @@ class ThreadHub:
             thread = BatchThread(hub=self, row=row, channel=row.channel, parent_ts=row.thread_ts,
                                  progress_ts=posts.progress_ts if posts else None)
             self.threads[row.id] = thread
+            for item in self._early.pop(row.id, []):
+                thread.events.put_nowait(item)
             self._spawn(thread, thread.open())
             resumed.append(row.id)
         return resumed
@@ -420,6 +541,7 @@ class ThreadHub:
                     await thread.finish()
                 else:
                     await thread.follow()
+                self._foreign.add(thread.row.id)  # ended: its late events need no thread
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -440,10 +562,14 @@ class ThreadHub:
     async def close(self) -> None:
         """Stop following (a bot going down); the store keeps what a successor needs."""
         self._stop.set()
-        for task in list(self.tasks.values()):
-            task.cancel()
-        await asyncio.gather(*self.tasks.values(), return_exceptions=True)
+        pending = set(self.tasks.values())
+        while pending:  # again for a task whose cancel was swallowed by a library
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=1.0)
         if self._reader is not None:
             await asyncio.to_thread(self._reader.join, 2.0)
         if self._subscription is not None:
             self._subscription.close()
+        if self.feed is not None:
+            self.feed.close()

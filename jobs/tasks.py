@@ -110,41 +110,61 @@ def run_batch(batch_id: str) -> str:
 
 # -- the digest -------------------------------------------------------------------------------
 
-Poster = Callable[[dict[str, Any]], None]
+CHART_NAME = "specbench-digest-trend.png"
+CHART_TITLE = "Best value per preset and hardware, day by day"
+Poster = Callable[[dict[str, Any], bytes | None], None]
 _poster: Poster | None = None
 
 
 def set_poster(poster: Poster | None) -> None:
-    """Where `post_digest` sends the payload (the Slack bot plugs its client in here)."""
+    """Where `post_digest` sends the payload and chart (instead of Slack's Web API)."""
     global _poster
     _poster = poster
 
 
-def post_digest(payload: dict[str, Any]) -> bool:
-    """Post the digest to SPECBENCH_DIGEST_CHANNEL; only logs without SLACK_BOT_TOKEN."""
+def post_digest(payload: dict[str, Any], chart: bytes | None = None) -> bool:
+    """Post the digest to SPECBENCH_DIGEST_CHANNEL, the trend chart (PNG) in its thread;
+    only logs without SLACK_BOT_TOKEN. Every client honours SLACK_API_URL."""
     channel = os.environ.get("SPECBENCH_DIGEST_CHANNEL")
     if not os.environ.get("SLACK_BOT_TOKEN") or not channel:
         log.info("digest not posted: SLACK_BOT_TOKEN or SPECBENCH_DIGEST_CHANNEL unset")
         return False
     if _poster is not None:
-        _poster(payload)
+        _poster(payload, chart)
         return True
     from slack_sdk import WebClient
+    from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
-    base = os.environ.get("SLACK_API_URL")
-    client = WebClient(token=os.environ["SLACK_BOT_TOKEN"])
-    if base:
-        client.base_url = base.rstrip("/") + "/"
-    client.chat_postMessage(channel=channel, text=payload["text"], blocks=payload["blocks"])
+    base = os.environ.get("SLACK_API_URL") or "https://slack.com/api/"
+    client = WebClient(token=os.environ["SLACK_BOT_TOKEN"], base_url=base.rstrip("/") + "/",
+                       retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=5)])
+    posted = client.chat_postMessage(channel=channel, text=payload["text"],
+                                     blocks=payload["blocks"], unfurl_links=False)
+    if chart is not None:
+        client.files_upload_v2(channel=channel, thread_ts=str(posted["ts"]), content=chart,
+                               filename=CHART_NAME, title=CHART_TITLE, request_file_info=False)
     return True
 
 
-def digest_payload(store: Store, *, days: float = 7.0) -> dict[str, Any]:
-    from jobs.digest import digest_from_store
+def digest_message(store: Store, *, days: float = 7.0) -> tuple[dict[str, Any], bytes | None]:
+    """The digest's chat.postMessage payload and its trend chart (None without data)."""
     from jobs.messages import render_blocks, render_text
+    from jobs.trends import digest_with_trend
 
-    digest = digest_from_store(store, days=days, tz=timezone())
-    return render_blocks("digest", fallback=render_text("digest", digest=digest), digest=digest)
+    digest, chart = digest_with_trend(store, days=days, tz=timezone())
+    payload = render_blocks("digest", fallback=render_text("digest", digest=digest),
+                            digest=digest, chart=chart is not None)
+    return payload, chart
+
+
+def digest_payload(store: Store, *, days: float = 7.0) -> dict[str, Any]:
+    return digest_message(store, days=days)[0]
+
+
+def publish_digest(store: Store, *, days: float = 7.0) -> bool:
+    """Build the digest and its chart from the store and post both."""
+    payload, chart = digest_message(store, days=days)
+    return post_digest(payload, chart)
 
 
 @shared_task(name=SEND_DIGEST, ignore_result=True)  # type: ignore[untyped-decorator]
@@ -159,6 +179,6 @@ def send_digest() -> bool:
         # One post per schedule slot, even if beat's message were delivered twice.
         if not client.set(f"specbench:digest:{slot}", "sent", nx=True, ex=24 * 3600):
             return False
-        return post_digest(digest_payload(store))
+        return publish_digest(store)
     finally:
         store.close()

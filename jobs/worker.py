@@ -4,7 +4,8 @@ Besides Celery's own loop (solo pool: one batch, so one server, at a time) it ru
 - on start-up, the orphan sweep: every server a dead worker of this queue left running is
   SIGKILLed (`jobs.procs` registers each process group in `data_dir()/run/<queue>`);
 - a heartbeat thread: the Redis key `specbench:worker:<queue>:<id>` (its TTL is the lease TTL),
-  which is how `live_workers` counts the workers serving a queue;
+  which is how `live_workers` counts the workers serving a queue, and the `worker` heartbeat
+  file of `jobs.health` (every 15 s);
 - the recovery sweep, at start-up and every lease TTL while idle: unfinished batches of this
   queue whose store lease has lapsed get a fresh `run_batch` message, oldest first;
 - no beat: the one digest scheduler is `python -m jobs.beat` (compose's `beat`).
@@ -12,6 +13,7 @@ Besides Celery's own loop (solo pool: one batch, so one server, at a time) it ru
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -25,7 +27,7 @@ from typing import Any
 
 import redis
 
-from jobs import procs, settings
+from jobs import health, procs, settings
 from jobs.errors import BrokerError, InfraError
 from jobs.store import Store
 from jobs.streams import StreamSink, connect
@@ -139,7 +141,11 @@ def sweep(rt: Runtime, app: Any, *, startup: bool = False) -> list[str]:
 
 def _keep_alive(rt: Runtime, app: Any, stop: threading.Event) -> None:
     last_sweep = time.monotonic()
+    last_touch = time.monotonic()
     while not stop.wait(max(rt.ttl / 3, 0.2)):
+        if time.monotonic() - last_touch >= health.HEARTBEAT_INTERVAL_S:
+            last_touch = time.monotonic()
+            _touch()
         try:
             beat(rt)
             if not rt.busy and time.monotonic() - last_sweep >= rt.ttl:
@@ -147,6 +153,25 @@ def _keep_alive(rt: Runtime, app: Any, stop: threading.Event) -> None:
                 sweep(rt, app)
         except Exception:  # noqa: BLE001 - Redis or the store away: try again next beat
             log.warning("heartbeat/recovery failed; retrying", exc_info=True)
+
+
+def _touch() -> None:
+    """The `worker` heartbeat file that `python -m jobs.health worker` checks."""
+    try:
+        health.touch_heartbeat("worker")
+    except OSError:
+        log.warning("could not touch the worker heartbeat", exc_info=True)
+
+
+def _forget_heartbeat() -> None:
+    """Remove the heartbeat file if this process wrote it last (workers of other queues may
+    share the data directory)."""
+    path = health.heartbeat_path("worker")
+    try:
+        if json.loads(path.read_text(encoding="utf-8")).get("pid") == os.getpid():
+            path.unlink(missing_ok=True)
+    except (OSError, ValueError):
+        pass
 
 
 def main(queue: str) -> int:
@@ -182,8 +207,12 @@ def main(queue: str) -> int:
             log.warning("start-up recovery failed", exc_info=True)
 
     signals.worker_ready.connect(on_ready, weak=False)
+    # A receiver on setup_logging keeps Celery from replacing the caller's logging
+    # (`specbench worker` configures jobs.logs).
+    signals.setup_logging.connect(_keep_logging, weak=False)
     stop = threading.Event()
     beat(rt)
+    _touch()
     threading.Thread(target=_keep_alive, args=(rt, app, stop), name="keep-alive",
                      daemon=True).start()
     worker = app.Worker(
@@ -196,8 +225,13 @@ def main(queue: str) -> int:
         worker.start()
     finally:
         stop.set()
+        _forget_heartbeat()
         try:
             client.delete(WORKER_KEY.format(queue=queue, worker=rt.worker_id))
         except (redis.RedisError, OSError):
             pass
     return int(worker.exitcode or 0)
+
+
+def _keep_logging(**_: Any) -> None:
+    """Celery's setup_logging signal: logging is already configured."""

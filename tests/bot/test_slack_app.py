@@ -12,6 +12,7 @@ import pytest
 
 from bot.router import Access
 from bot.slack_app import SpecbenchBot, make_client
+from jobs import health
 from jobs.dispatch import EmbeddedDispatcher
 from jobs.store import TERMINAL_STATES
 from tests.bot.conftest import (
@@ -230,8 +231,22 @@ def test_only_the_launcher_or_an_admin_may_cancel(
     assert refusal.body["user"] == "U_BOB" and "refused" in refusal.body["text"]
 
 
-def test_healthz_answers(bot: BotServer) -> None:
+def test_healthz_answers_and_the_heartbeat_is_kept(bot: BotServer) -> None:
+    from jobs import health
+
     assert bot.client.get(f"http://127.0.0.1:{bot.port}/healthz").text == "ok"
+    assert health.main(["bot", "--quiet"]) == 0
+    bot.stop()
+    assert health.heartbeat_age("bot") is None  # a bot that stopped is not healthy
+
+
+def test_auth_test_is_made_at_start_not_on_the_first_command(
+    bot: BotServer, standin: SlackStandin
+) -> None:
+    assert len(standin.recorded("auth.test")) == 1
+    bot.command("help")
+    standin.wait_for(lambda cs: any(c.method == "chat.postEphemeral" for c in cs))
+    assert len(standin.recorded("auth.test")) == 1
 
 
 def test_clients_honour_slack_api_url(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -260,10 +275,15 @@ def test_socket_mode_starts_against_the_stand_in(
         })
         calls = standin.wait_for(lambda cs: any(c.method == "chat.postEphemeral" for c in cs))
         assert any(a.get("envelope_id") == "env-1" for a in standin.acks)
+        deadline = time.monotonic() + 5  # the heartbeat follows the connection
+        while health.heartbeat_age("bot") is None:
+            assert time.monotonic() < deadline, "no bot heartbeat while connected"
+            time.sleep(0.05)
     finally:
         loop.call_soon_threadsafe(task.cancel)
         runner.join(10)
         loop.close()
+    assert health.heartbeat_age("bot") is None
     opened = [c for c in calls if c.method == "apps.connections.open"]
     assert opened and "Usage" in next(
         c for c in calls if c.method == "chat.postEphemeral").body["text"]

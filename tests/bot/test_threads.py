@@ -161,3 +161,98 @@ def test_the_chart_is_a_png_and_none_without_data() -> None:
     png = to_chart_png(records, metric="output_throughput", lower_is_better=False)
     assert png is not None and png.startswith(b"\x89PNG")
     assert to_chart_png(records[2:], metric="output_throughput", lower_is_better=False) is None
+
+
+class MemoryFeed:
+    """A durable feed over the embedded channel: entries get IDs, acks are recorded with the
+    time they were made."""
+
+    def __init__(self, dispatcher: EmbeddedDispatcher) -> None:
+        self._sub = dispatcher.subscribe()
+        self._n = 0
+        self.given: dict[str, Any] = {}
+        self.acked: dict[str, float] = {}
+
+    def read(self, timeout: float) -> list[Any]:
+        from jobs.streams import StreamEntry
+
+        event = self._sub.get(timeout=timeout)
+        if event is None:
+            return []
+        self._n += 1
+        entry = StreamEntry(f"{self._n}-0", event)
+        self.given[entry.id] = event
+        return [entry]
+
+    def ack(self, *entry_ids: str) -> None:
+        for entry_id in entry_ids:
+            assert entry_id in self.given and entry_id not in self.acked, entry_id
+            self.acked[entry_id] = time.monotonic()
+
+    def close(self) -> None:
+        self._sub.close()
+
+    def acked_types(self) -> list[str]:
+        return [self.given[i]["type"] for i in self.acked]
+
+
+def test_a_durable_feed_is_acked_only_once_each_event_is_handled(
+    dispatcher: EmbeddedDispatcher,
+) -> None:
+    """Progress events are acked once applied; the end only once the summary is posted; a
+    batch no chat thread follows (launched from the command line) is acked at once."""
+    poster = MemoryPoster()
+    feed = MemoryFeed(dispatcher)
+
+    async def scenario() -> None:
+        hub = ThreadHub(dispatcher, poster, interval=0.1, feed=feed)
+        hub.start()
+        cli = dispatcher.submit(plan_batch("demo"), requested_by="alice")  # no channel
+        submitted = dispatcher.submit(plan_batch("demo"), requested_by="U_ALICE",
+                                      channel="C_LAB")
+        task = hub.open(submitted, channel="C_LAB")
+        await asyncio.wait_for(task, 20)
+        deadline = time.monotonic() + 5
+        while len(feed.acked) < len(feed.given) and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        await hub.close()
+        ends = {i: e for i, e in feed.given.items() if e["type"] == "batch.finished"}
+        by_batch = {e["batch"]: i for i, e in ends.items()}
+        summary_at = next(t for k, t, f in poster.calls
+                          if k == "post" and f["message"].fallback)
+        assert feed.acked[by_batch[submitted.batch.id]] >= summary_at
+        assert feed.acked[by_batch[cli.batch.id]] < summary_at  # nobody's thread: acked at once
+
+    asyncio.run(scenario())
+    assert set(feed.acked) == set(feed.given)
+    assert len(poster.of("upload")) == 1
+
+
+def test_a_hub_closed_mid_batch_leaves_the_rest_unacked(dispatcher: EmbeddedDispatcher) -> None:
+    poster = MemoryPoster()
+    feed = MemoryFeed(dispatcher)
+    FakeEngine.delay = 0.3
+
+    async def scenario() -> str:
+        hub = ThreadHub(dispatcher, poster, interval=0.1, feed=feed)
+        hub.start()
+        submitted = dispatcher.submit(plan_batch("demo"), requested_by="U_ALICE",
+                                      channel="C_LAB")
+        hub.open(submitted, channel="C_LAB")
+        deadline = time.monotonic() + 10
+        while "approach.phase" not in feed.acked_types():
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.02)
+        await hub.close()
+        return submitted.batch.id
+
+    try:
+        batch = asyncio.run(scenario())
+        deadline = time.monotonic() + 20
+        while dispatcher.store.get_batch(batch).state != "done":  # type: ignore[union-attr]
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        FakeEngine.delay = 0.02
+    assert "batch.finished" not in feed.acked_types()
+    assert not poster.of("upload")

@@ -437,3 +437,29 @@ def test_cancel_of_an_unknown_batch_is_bad_input(using: Site) -> None:
     done = cli(using, "cancel", "b-unknown")
     assert done.returncode == 2
     assert done.stderr.strip() == "specbench cancel: error: unknown batch 'b-unknown'"
+
+
+@pytest.mark.timeout(60)
+def test_a_worker_logs_its_start_and_keeps_its_heartbeat(site: Site, tmp_path: Path) -> None:
+    from jobs import __version__
+
+    own = Site(root=site.root, broker=site.broker,
+               env={**site.env, "SPECBENCH_DATA_DIR": str(tmp_path / "data")})
+
+    def health() -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "jobs.health", "worker"],
+                              env=own.worker_env(), cwd=REPO, capture_output=True, text=True,
+                              timeout=30)
+
+    assert health().returncode == 1  # no worker yet
+    worker = Worker(own, "heartbeat")
+    try:
+        beat = tmp_path / "data" / "heartbeat" / "worker"
+        wait_until(beat.is_file, timeout=10, what="the worker's heartbeat file")
+        assert json.loads(beat.read_text())["pid"] == worker.proc.pid
+        check = health()
+        assert check.returncode == 0, check.stdout + check.stderr
+    finally:
+        worker.stop()
+    assert f"specbench {__version__} worker starting (distributed mode" in worker.output()
+    assert not beat.exists() and health().returncode == 1  # a stopped worker is not healthy
