@@ -28,7 +28,9 @@ def to_chart_png(records: list[RunRecord], *, metric: str, lower_is_better: bool
                      label="baseline median")
     for y, (_, samples) in enumerate(reversed(rows)):
         if not samples:
-            axes.plot([], [])
+            # No measurement: say so on the row rather than leave it silently blank.
+            axes.annotate("✗ no measurement", (0.01, y), xycoords=("axes fraction", "data"),
+                          va="center", fontsize=7, color="#a83232")
             continue
         mid = statistics.median(samples)
         axes.errorbar([mid], [y], xerr=[[mid - min(samples)], [max(samples) - mid]],
@@ -39,7 +41,8 @@ def to_chart_png(records: list[RunRecord], *, metric: str, lower_is_better: bool
     axes.set_xlabel(f"{metric} ({better}); bars: min–max of the repetitions")
     axes.grid(axis="x", alpha=0.3)
     if baseline:
-        axes.legend(loc="lower right", fontsize=7)
+        # Above the plot, where no approach's marker can hide behind it.
+        axes.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=7, frameon=False)
     figure.tight_layout()
     out = io.BytesIO()
     figure.savefig(out, format="png")

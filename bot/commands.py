@@ -228,10 +228,6 @@ def cmd_cancel(args: argparse.Namespace) -> int:
     return 0
 
 
-def _unavailable(what: str) -> int:
-    raise InfraError(f"{what} is not part of this build yet")
-
-
 def cmd_console(args: argparse.Namespace) -> int:
     from bot.console import run_console
 

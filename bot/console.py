@@ -13,8 +13,9 @@ import os
 import sys
 from typing import TextIO
 
+from bot.hub import ThreadHub
 from bot.router import Caller, Reply, Router
-from bot.threads import Message, ThreadHub, Upload
+from bot.threads import Message, Upload
 from jobs import settings
 from jobs.dispatch import Dispatcher
 from jobs.errors import InfraError

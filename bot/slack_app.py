@@ -30,8 +30,9 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from bot.hub import ThreadHub
 from bot.router import Access, Caller, Router
-from bot.threads import Feed, Message, ThreadHub, Upload, logs_message
+from bot.threads import Feed, Message, Upload, logs_message
 from jobs.dispatch import Dispatcher
 from jobs.engines.base import Engine
 from jobs.errors import InfraError

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from bot.charts import to_chart_png
-from bot.threads import Message, ThreadHub, Upload
+from bot.hub import ThreadHub
+from bot.threads import Message, Upload
 from jobs.batches import plan_batch
 from jobs.dispatch import EmbeddedDispatcher
 from jobs.events import make_event
