@@ -11,6 +11,18 @@ import pytest
 from jobs.records import RunRecord, parse_lines, to_record
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The seed session's verdicts and causes, as the foundation issue lists them.
+SEED_VERDICTS: dict[str, tuple[str, str | None]] = {
+    "cuda-graph-max-bs-128": ("improved", None),
+    "eagle3": ("regressed", None),
+    "eagle3-nccl-tree": ("failed", "cuda-graph-incompatible"),
+    "eagle3-flashinfer-fusion": ("failed", "arch-unsupported"),
+    "eagle3-custom-allreduce": ("regressed", None),
+    "eagle3-torch-symm-mem": ("failed", "arch-unsupported"),
+    "eagle3-ep-flashinfer-a2a": ("failed", "out-of-memory"),
+    "eagle3-nccl-fewer-channels": ("inconclusive", None),
+}
 FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
 SEED = FIXTURES / "seed-session.jsonl"
 

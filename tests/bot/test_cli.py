@@ -13,7 +13,7 @@ import pytest
 
 from jobs import settings
 from jobs.store import Store
-from tests.conftest import REPO, make_record
+from tests.conftest import REPO, SEED_VERDICTS, make_record
 
 
 def specbench(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
@@ -80,16 +80,7 @@ def test_analyze_the_seed_session_as_json(seed_path: Path) -> None:
         "eagle3-custom-allreduce", "eagle3-torch-symm-mem", "eagle3-ep-flashinfer-a2a",
         "eagle3-nccl-fewer-channels",
     ]
-    assert {k: (r["verdict"], r["cause"]) for k, r in results.items()} == {
-        "cuda-graph-max-bs-128": ("improved", None),
-        "eagle3": ("regressed", None),
-        "eagle3-nccl-tree": ("failed", "cuda-graph-incompatible"),
-        "eagle3-flashinfer-fusion": ("failed", "arch-unsupported"),
-        "eagle3-custom-allreduce": ("regressed", None),
-        "eagle3-torch-symm-mem": ("failed", "arch-unsupported"),
-        "eagle3-ep-flashinfer-a2a": ("failed", "out-of-memory"),
-        "eagle3-nccl-fewer-channels": ("inconclusive", None),
-    }
+    assert {k: (r["verdict"], r["cause"]) for k, r in results.items()} == SEED_VERDICTS
     best = results["cuda-graph-max-bs-128"]
     assert (best["value"], best["delta_pct"]) == (89.5, 9.1)
     assert report["key_achievement"] == {

@@ -12,7 +12,7 @@ from jobs.remedies import EFFORTS, load_remedies
 from jobs.report import analyze, split_batch
 from jobs.rules import load_rules
 from jobs.verdicts import Metric
-from tests.conftest import make_record
+from tests.conftest import SEED_VERDICTS, make_record
 
 SPEC_KEYS = {
     "batch", "preset", "metric", "baseline", "results", "key_achievement", "root_cause",
@@ -80,16 +80,7 @@ def seed(seed_records: list[RunRecord]) -> dict[str, Any]:
 def test_seed_verdicts(seed: dict[str, Any]) -> None:
     check_shape(seed)
     results = by_name(seed)
-    assert {name: (r["verdict"], r["cause"]) for name, r in results.items()} == {
-        "cuda-graph-max-bs-128": ("improved", None),
-        "eagle3": ("regressed", None),
-        "eagle3-nccl-tree": ("failed", "cuda-graph-incompatible"),
-        "eagle3-flashinfer-fusion": ("failed", "arch-unsupported"),
-        "eagle3-custom-allreduce": ("regressed", None),
-        "eagle3-torch-symm-mem": ("failed", "arch-unsupported"),
-        "eagle3-ep-flashinfer-a2a": ("failed", "out-of-memory"),
-        "eagle3-nccl-fewer-channels": ("inconclusive", None),
-    }
+    assert {name: (r["verdict"], r["cause"]) for name, r in results.items()} == SEED_VERDICTS
     assert seed["baseline"] == {"approach": "baseline", "value": 82.0, "status": "ok"}
 
 
