@@ -251,14 +251,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 def cmd_digest(args: argparse.Namespace) -> int:
-    from jobs.celery_app import timezone
+    from jobs import settings
     from jobs.digest import digest_from_store
     from jobs.messages import render_blocks, render_text
     from jobs.store import Store
 
     if args.days <= 0:
         raise UserError(f"--days must be positive, got {args.days:g}")
-    digest = digest_from_store(Store(), days=args.days, tz=timezone())
+    digest = digest_from_store(Store(), days=args.days, tz=settings.timezone())
     text = render_text("digest", digest=digest)
     if args.format == "json":
         print(json.dumps(digest, indent=2, ensure_ascii=False))

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-import os
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -216,8 +215,9 @@ class Router:
         from jobs.messages import render_blocks
         from jobs.trends import digest_with_trend
 
-        zone = os.environ.get("SPECBENCH_TIMEZONE") or "UTC"
-        digest, chart = digest_with_trend(self.dispatcher.store, days=7.0, tz=zone)
+        digest, chart = digest_with_trend(
+            self.dispatcher.store, days=7.0, tz=settings.timezone()
+        )
         text = render_text("digest", digest=digest)
         payload = render_blocks("digest", fallback=text, digest=digest, chart=chart is not None)
         uploads = () if chart is None else (

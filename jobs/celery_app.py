@@ -29,10 +29,6 @@ def digest_schedule() -> str | None:
     return None if value.lower() in ("off", "none", "never") else value
 
 
-def timezone() -> str:
-    return os.environ.get("SPECBENCH_TIMEZONE", "").strip() or "UTC"
-
-
 def to_crontab(expression: str) -> crontab:
     """A five-field cron expression (minute hour day-of-month month day-of-week)."""
     fields = expression.split()
@@ -63,7 +59,7 @@ def make_app(broker_url: str | None = None) -> Celery:
         task_default_queue=settings.default_queue(),
         task_routes={SEND_DIGEST: {"queue": DIGEST_QUEUE}},
         worker_hijack_root_logger=False,
-        timezone=timezone(),
+        timezone=settings.timezone(),
         enable_utc=True,
         beat_schedule=(
             {"weekly-digest": {"task": SEND_DIGEST, "schedule": to_crontab(schedule)}}

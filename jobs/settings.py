@@ -43,6 +43,11 @@ def default_queue() -> str:
     return os.environ.get("SPECBENCH_QUEUE") or "default"
 
 
+def timezone() -> str:
+    """The time zone of the digest's schedule and of dates in messages."""
+    return os.environ.get("SPECBENCH_TIMEZONE", "").strip() or "UTC"
+
+
 def sglang_python() -> str:
     return os.environ.get("SPECBENCH_SGLANG_PYTHON") or "python3"
 

@@ -18,7 +18,7 @@ from celery import shared_task
 
 from jobs import procs, settings
 from jobs.batches import execute_batch
-from jobs.celery_app import RUN_BATCH, SEND_DIGEST, timezone
+from jobs.celery_app import RUN_BATCH, SEND_DIGEST
 from jobs.events import make_event
 from jobs.store import TERMINAL_STATES, Store
 from jobs.streams import connect
@@ -151,7 +151,7 @@ def digest_message(store: Store, *, days: float = 7.0) -> tuple[dict[str, Any], 
     from jobs.messages import render_blocks, render_text
     from jobs.trends import digest_with_trend
 
-    digest, chart = digest_with_trend(store, days=days, tz=timezone())
+    digest, chart = digest_with_trend(store, days=days, tz=settings.timezone())
     payload = render_blocks("digest", fallback=render_text("digest", digest=digest),
                             digest=digest, chart=chart is not None)
     return payload, chart
