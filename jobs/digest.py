@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
@@ -90,24 +90,18 @@ def best_configurations(
     `since`, with the change between them in percent (positive: better)."""
     best_now: dict[tuple[str, str], dict[str, Any]] = {}
     best_before: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in rows:
-        if row.created_at > now:
-            continue
-        metric = str(row.plan.get("metric") or "output_throughput")
-        lower = bool(row.plan.get("lower_is_better"))
-        for record in records.get(row.id, ()):
-            value = median(record.samples(metric))
-            if record.status != "ok" or value is None:
-                continue
-            key = (row.preset, hardware(record))
-            entry: dict[str, Any] = {
-                "preset": row.preset, "hardware": key[1], "approach": record.approach,
-                "batch": row.id, "metric": metric, "lower_is_better": lower, "value": value}
-            targets = [best_now] + ([best_before] if row.created_at < since else [])
-            for target in targets:
-                held = target.get(key)
-                if held is None or _is_better(value, held["value"], lower=lower):
-                    target[key] = entry
+    for row, record, metric, lower, value in measured(
+        [r for r in rows if r.created_at <= now], records
+    ):
+        key = (row.preset, hardware(record))
+        entry: dict[str, Any] = {
+            "preset": row.preset, "hardware": key[1], "approach": record.approach,
+            "batch": row.id, "metric": metric, "lower_is_better": lower, "value": value}
+        targets = [best_now] + ([best_before] if row.created_at < since else [])
+        for target in targets:
+            held = target.get(key)
+            if held is None or is_better(value, held["value"], lower=lower):
+                target[key] = entry
     out = []
     for key in sorted(best_now):
         entry = dict(best_now[key])
@@ -123,7 +117,21 @@ def best_configurations(
     return out
 
 
-def _is_better(value: float, other: float, *, lower: bool) -> bool:
+def measured(
+    rows: Sequence[BatchRow], records: Mapping[str, Sequence[RunRecord]]
+) -> Iterator[tuple[BatchRow, RunRecord, str, bool, float]]:
+    """Every ok run of `rows` with a value on its batch's metric: (row, record, metric,
+    lower_is_better, median value)."""
+    for row in rows:
+        metric = str(row.plan.get("metric") or "output_throughput")
+        lower = bool(row.plan.get("lower_is_better"))
+        for record in records.get(row.id, ()):
+            value = median(record.samples(metric))
+            if record.status == "ok" and value is not None:
+                yield row, record, metric, lower, value
+
+
+def is_better(value: float, other: float, *, lower: bool) -> bool:
     return value < other if lower else value > other
 
 

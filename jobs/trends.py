@@ -13,9 +13,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from jobs.digest import build_digest, hardware
+from jobs.digest import build_digest, hardware, is_better, measured
 from jobs.records import RunRecord
-from jobs.verdicts import median
 
 if TYPE_CHECKING:
     from jobs.store import BatchRow, Store
@@ -36,23 +35,16 @@ def daily_best(
     since = now - dt.timedelta(days=days)
     zone = ZoneInfo(tz)
     best: dict[tuple[str, str], dict[str, Any]] = {}
-    for row in rows:
-        if not since <= row.created_at <= now:
-            continue
-        metric = str(row.plan.get("metric") or "output_throughput")
-        lower = bool(row.plan.get("lower_is_better"))
+    window = [row for row in rows if since <= row.created_at <= now]
+    for row, record, metric, lower, value in measured(window, records):
         day = row.created_at.astimezone(zone).date().isoformat()
-        for record in records.get(row.id, ()):
-            value = median(record.samples(metric))
-            if record.status != "ok" or value is None:
-                continue
-            series = best.setdefault((row.preset, hardware(record)), {
-                "preset": row.preset, "hardware": hardware(record), "metric": metric,
-                "lower_is_better": lower, "days": {}})
-            held = series["days"].get(day)
-            if held is None or (value < held["value"] if lower else value > held["value"]):
-                series["days"][day] = {"day": day, "value": value, "approach": record.approach,
-                                       "batch": row.id}
+        series = best.setdefault((row.preset, hardware(record)), {
+            "preset": row.preset, "hardware": hardware(record), "metric": metric,
+            "lower_is_better": lower, "days": {}})
+        held = series["days"].get(day)
+        if held is None or is_better(value, held["value"], lower=lower):
+            series["days"][day] = {"day": day, "value": value, "approach": record.approach,
+                                   "batch": row.id}
     return [
         {**{k: v for k, v in s.items() if k != "days"},
          "points": [s["days"][d] for d in sorted(s["days"])]}
