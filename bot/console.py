@@ -13,19 +13,19 @@ import os
 import sys
 from typing import TextIO
 
-from bot.hub import ThreadHub
-from bot.router import Caller, Reply, Router
-from bot.threads import Message, Upload
+from bot.chat.router import Caller, Reply, Router
+from bot.thread.batch_thread import Message, Upload
+from bot.thread.thread_hub import ThreadHub
 from jobs import settings
-from jobs.dispatch import Dispatcher
-from jobs.errors import InfraError
+from jobs.batches.dispatch import Dispatcher
+from jobs.core.errors import InfraError
 
 INDENT = "  │ "
 PROMPT = "specbench> "
 
 
 class ConsolePoster:
-    """bot.threads' Poster on a text stream; uploads are saved under the data dir."""
+    """bot.thread.batch_thread' Poster on a text stream; uploads are saved under the data dir."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out
@@ -140,7 +140,7 @@ class Console:
 
 def run_console(*, line: str | None, timeout: float) -> int:
     """`specbench console [-c LINE] [--timeout S]`."""
-    from jobs.dispatch import get_dispatcher
+    from jobs.batches.dispatch import get_dispatcher
 
     dispatcher = get_dispatcher()
     try:

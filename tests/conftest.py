@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jobs.records import RunRecord, parse_lines, to_record
+from jobs.core.records import RunRecord, parse_lines, to_record
 
 REPO = Path(__file__).resolve().parents[1]
 

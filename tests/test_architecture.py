@@ -11,15 +11,15 @@ from pathlib import Path
 from tests.conftest import REPO, make_record
 
 CORE = (
-    "jobs.records", "jobs.presets", "jobs.plans", "jobs.verdicts", "jobs.report",
-    "jobs.remedies", "jobs.rules", "jobs.messages", "jobs.errors", "jobs.settings",
-    "jobs.events",
+    "jobs.core.records", "jobs.core.presets", "jobs.core.plans", "jobs.core.verdicts", "jobs.core.report",
+    "jobs.core.remedies", "jobs.core.rules", "jobs.core.messages", "jobs.core.errors", "jobs.settings",
+    "jobs.core.events",
 )
 # Adapter libraries (and our own adapters) that no core module may pull in.
 ADAPTERS = (
     "torch", "transformers", "celery", "kombu", "redis", "slack_bolt", "slack_sdk",
     "sqlalchemy", "alembic", "httpx", "uvicorn", "starlette", "aiohttp",
-    "jobs.engines.sglang", "jobs.engines.local", "jobs.store", "jobs.procs",
+    "jobs.engines.sglang", "jobs.engines.local", "jobs.store", "jobs.engines.procs",
 )
 # What `specbench analyze` must never import (SPEC.md: no GPU, broker or Slack).
 HEAVY = ("torch", "transformers", "celery", "kombu", "redis", "slack_bolt", "slack_sdk")
@@ -60,7 +60,7 @@ def test_analyze_imports_no_torch_celery_or_slack(tmp_path: Path) -> None:
     # the real entry point, then a dump of what it imported (on stdout's last line)
     code = (
         "import contextlib, io, json, sys\n"
-        "from bot.cli import main\n"
+        "from bot.cli.main import main\n"
         "out = io.StringIO()\n"
         "with contextlib.redirect_stdout(out):\n"
         "    code = main(sys.argv[1:])\n"
@@ -70,5 +70,5 @@ def test_analyze_imports_no_torch_celery_or_slack(tmp_path: Path) -> None:
     )
     for fmt in ("text", "json", "slack"):
         modules = python(code, "analyze", str(runs), "--format", fmt)
-        assert "jobs.report" in modules
+        assert "jobs.core.report" in modules
         assert offending(modules, HEAVY) == [], fmt

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import yaml
 
-from bot.cli import build_parser
+from bot.cli.main import build_parser
 
 REPO = Path(__file__).resolve().parents[1]
 SPEC = Path(__file__).resolve().parents[1].parent / "shared" / "SPEC.md"
@@ -110,7 +110,7 @@ def test_specbench_services_wait_for_healthy_redis_and_postgres(compose: dict[st
         for needed in ("redis", "postgres"):
             assert depends[needed]["condition"] == "service_healthy", (name, needed)
         health = _command({"command": compose["services"][name]["healthcheck"]["test"]})
-        assert "jobs.health" in health and name in health, (name, health)
+        assert "jobs.ops.health" in health and name in health, (name, health)
 
 
 def test_redis_persists_with_aof(compose: dict[str, Any]) -> None:

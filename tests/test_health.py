@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs import __version__, health
+from jobs import __version__
+from jobs.ops import health
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -101,11 +102,11 @@ def test_http_mode_with_nothing_listening_is_unhealthy(server: ThreadingHTTPServ
 def test_the_module_runs_as_compose_calls_it() -> None:
     health.touch_heartbeat("worker")
     env = {**os.environ, "PYTHONPATH": REPO_ROOT}
-    ok = subprocess.run([sys.executable, "-m", "jobs.health", "worker"], env=env,
+    ok = subprocess.run([sys.executable, "-m", "jobs.ops.health", "worker"], env=env,
                         capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert ok.stdout.startswith("healthy")
-    bad = subprocess.run([sys.executable, "-m", "jobs.health", "beat"], env=env,
+    bad = subprocess.run([sys.executable, "-m", "jobs.ops.health", "beat"], env=env,
                          capture_output=True, text=True, timeout=60)
     assert bad.returncode == 1
 
@@ -126,9 +127,9 @@ def _redis_url() -> str:
 def test_the_beat_process_keeps_its_heartbeat(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": REPO_ROOT, "SPECBENCH_DATA_DIR": str(tmp_path),
            "SPECBENCH_BROKER_URL": _redis_url(), "SPECBENCH_LOG_FORMAT": "json"}
-    beat = subprocess.Popen([sys.executable, "-m", "jobs.beat"], env=env,
+    beat = subprocess.Popen([sys.executable, "-m", "jobs.broker.beat"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    check = [sys.executable, "-m", "jobs.health", "beat", "--quiet"]
+    check = [sys.executable, "-m", "jobs.ops.health", "beat", "--quiet"]
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and beat.poll() is None:

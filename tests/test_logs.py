@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from jobs import __version__
-from jobs.logs import configure_logging, log_start, scrub
+from jobs.ops.logs import configure_logging, log_start, scrub
 
 SECRET = "xoxb-planted-secret-4711"
 
@@ -33,11 +33,11 @@ def _lines(stream: io.StringIO) -> list[str]:
 def test_json_lines_parse_and_carry_the_fields() -> None:
     stream = io.StringIO()
     configure_logging(json=True, stream=stream)
-    logging.getLogger("jobs.worker").info("batch %s started", "b-1", extra={"queue": "h200-a"})
+    logging.getLogger("jobs.broker.worker").info("batch %s started", "b-1", extra={"queue": "h200-a"})
     (line,) = _lines(stream)
     entry = json.loads(line)
     assert entry["message"] == "batch b-1 started"
-    assert entry["level"] == "info" and entry["logger"] == "jobs.worker"
+    assert entry["level"] == "info" and entry["logger"] == "jobs.broker.worker"
     assert entry["queue"] == "h200-a"
     assert entry["ts"].endswith("Z")
 

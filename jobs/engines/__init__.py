@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from jobs.core.errors import UserError
 from jobs.engines.base import Engine
-from jobs.errors import UserError
 
 
 def get_engine(name: str) -> Engine:

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from jobs.plans import BatchPlan, RunConfig
-from jobs.records import RunRecord
+from jobs.core.plans import BatchPlan, RunConfig
+from jobs.core.records import RunRecord
 
 # Called with a phase name and details: ("launching", {}), ("ready", {}),
 # ("repetition", {"rep": 2, "of": 3}), ("stopping", {}).

@@ -21,11 +21,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from jobs.core.plans import BatchPlan, RunConfig
+from jobs.core.records import RunRecord
 from jobs.engines import local_child
 from jobs.engines.base import RunContext, now_iso, to_run_record
-from jobs.plans import BatchPlan, RunConfig
-from jobs.procs import LineCallback, ProcessGroup
-from jobs.records import RunRecord
+from jobs.engines.procs import LineCallback, ProcessGroup
 
 # Knobs that decide the model and the prompts: with all of them equal to the baseline's, greedy
 # output must equal the baseline's too.

@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs import preflight
+from jobs.core.plans import BatchPlan, RunConfig
+from jobs.core.records import RunRecord
+from jobs.core.rules import Match, RuleSet, load_rules
+from jobs.engines import preflight
 from jobs.engines.base import RunContext, now_iso, to_run_record
-from jobs.fingerprint import host_fingerprint
-from jobs.plans import BatchPlan, RunConfig
-from jobs.procs import TAIL_LINES, ProcessGroup, free_port
-from jobs.records import RunRecord
-from jobs.rules import Match, RuleSet, load_rules
+from jobs.engines.fingerprint import host_fingerprint
+from jobs.engines.procs import TAIL_LINES, ProcessGroup, free_port
 from jobs.settings import sglang_python
 
 log = logging.getLogger(__name__)

@@ -12,12 +12,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from jobs.messages import render_report
-from jobs.records import RunRecord
-from jobs.remedies import load_remedies
-from jobs.report import analyze
-from jobs.rules import load_rules
-from jobs.verdicts import Metric
+from jobs.core.messages import render_report
+from jobs.core.records import RunRecord
+from jobs.core.remedies import load_remedies
+from jobs.core.report import analyze
+from jobs.core.rules import load_rules
+from jobs.core.verdicts import Metric
 
 FIXTURE = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "seed-session.jsonl"
 CAUSE_LINES = [
@@ -71,13 +71,13 @@ def run() -> dict[str, str]:
     env = {**os.environ, "SPECBENCH_DATA_DIR": tempfile.mkdtemp()}
     for _ in range(5):
         began = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "bot.cli", "analyze", str(FIXTURE), "--format",
+        subprocess.run([sys.executable, "-m", "bot.cli.main", "analyze", str(FIXTURE), "--format",
                         "json"], check=True, capture_output=True, env=env)
         startup.append(time.perf_counter() - began)
     probe = subprocess.run(
         [sys.executable, "-c", "import sys, runpy; sys.argv=['specbench','analyze',"
          f"{str(FIXTURE)!r},'--format','json']\n"
-         "import bot.cli\ntry:\n    bot.cli.main(sys.argv[1:])\nfinally:\n"
+         "import bot.cli.main\ntry:\n    bot.cli.main.main(sys.argv[1:])\nfinally:\n"
          "    print(__import__('json').dumps(sorted(sys.modules)), file=sys.stderr)"],
         capture_output=True, text=True, env=env,
     )

@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobs import preflight, procs
-from jobs.batches import execute_batch, submit
+from jobs.batches.execution import execute_batch
+from jobs.batches.planning import submit
+from jobs.core.events import NullSink
+from jobs.engines import preflight, procs
 from jobs.engines.sglang import SGLangEngine
-from jobs.events import NullSink
 from jobs.store import Store
 from tests.standin.harness import STANDIN, Standin
 

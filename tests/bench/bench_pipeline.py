@@ -79,7 +79,7 @@ def run() -> dict[str, str]:
     saved = dict(os.environ)
     os.environ.update(env)
     log = open(root / "worker.log", "w")  # noqa: SIM115 - closed below
-    worker = subprocess.Popen([sys.executable, "-m", "bot.cli", "worker", "--queue", "bench"],
+    worker = subprocess.Popen([sys.executable, "-m", "bot.cli.main", "worker", "--queue", "bench"],
                               env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     try:
         return _measure(url, client, root)
@@ -98,8 +98,8 @@ def run() -> dict[str, str]:
 
 
 def _measure(url: str, client: redis.Redis, root: Path) -> dict[str, str]:
-    from jobs.batches import plan_batch
-    from jobs.distributed import DistributedDispatcher
+    from jobs.batches.planning import plan_batch
+    from jobs.broker.dispatcher import DistributedDispatcher
     from jobs.store import Store
 
     deadline = time.monotonic() + 30
@@ -156,8 +156,8 @@ def _measure(url: str, client: redis.Redis, root: Path) -> dict[str, str]:
 
 
 def _stream_latency(url: str, count: int = 1000) -> str:
-    from jobs.events import make_event
-    from jobs.streams import StreamSink, StreamSubscription, connect
+    from jobs.broker.streams import StreamSink, StreamSubscription, connect
+    from jobs.core.events import make_event
 
     sub = StreamSubscription(connect(url), stream="specbench:bench-latency")
     received: list[float] = []

@@ -147,7 +147,7 @@ def _acks(url: str, n: int, at_once: int) -> list[float]:
 
 
 def run() -> dict[str, str]:
-    from jobs.dispatch import EmbeddedDispatcher
+    from jobs.batches.dispatch import EmbeddedDispatcher
     from jobs.store import Store
     from tests.bot.conftest import BOT_TOKEN, DEMO, SIGNING_SECRET, FakeEngine, start_bot
     from tests.standin.slack_api import SlackStandin

@@ -10,7 +10,7 @@ import uuid
 
 import sqlalchemy as sa
 
-from jobs.records import RunRecord
+from jobs.core.records import RunRecord
 from jobs.store import Store
 
 PG_ADMIN = os.environ.get(

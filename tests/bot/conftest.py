@@ -24,12 +24,12 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 
-from bot.router import Access
-from bot.slack_app import SpecbenchBot
-from jobs.dispatch import EmbeddedDispatcher
+from bot.chat.router import Access
+from bot.slack.app import SpecbenchBot
+from jobs.batches.dispatch import EmbeddedDispatcher
+from jobs.core.plans import BatchPlan, RunConfig
+from jobs.core.records import RunRecord
 from jobs.engines.base import RunContext, now_iso, to_run_record
-from jobs.plans import BatchPlan, RunConfig
-from jobs.records import RunRecord
 from jobs.store import Store
 from tests.standin.slack_api import SlackStandin
 

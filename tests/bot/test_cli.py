@@ -19,7 +19,7 @@ from tests.conftest import REPO, SEED_VERDICTS, make_record
 def specbench(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
     """`specbench ARGS...` in a fresh interpreter, with the test's (isolated) environment."""
     return subprocess.run(
-        [sys.executable, "-m", "bot.cli", *args],
+        [sys.executable, "-m", "bot.cli.main", *args],
         cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
         text=True, timeout=60,
     )
@@ -30,7 +30,7 @@ def specbench_all(*commands: list[str]) -> list[subprocess.CompletedProcess[str]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     procs = [
         (args, subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", *args], cwd=REPO, env=env, text=True,
+            [sys.executable, "-m", "bot.cli.main", *args], cwd=REPO, env=env, text=True,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         ))
         for args in commands

@@ -40,7 +40,7 @@ def console(tmp_path: Path, line: str, *, preset: bool = True) -> subprocess.Com
     env.update(PYTHONPATH=os.pathsep.join([str(STANDIN), str(REPO)]),
                SPECBENCH_SGLANG_PYTHON=sys.executable, SPECBENCH_CONFIG_DIR=str(config),
                SPECBENCH_DATA_DIR=str(tmp_path / "data"), USER="tester")
-    return subprocess.run([sys.executable, "-m", "bot.cli", "console", "-c", line, "--timeout",
+    return subprocess.run([sys.executable, "-m", "bot.cli.main", "console", "-c", line, "--timeout",
                            "60"], capture_output=True, text=True, env=env, timeout=90, cwd=REPO)
 
 

@@ -89,7 +89,7 @@ class Bot:
         env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET,
                    SLACK_API_URL=standin.url)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "bot", "--http", str(self.port)],
+            [sys.executable, "-m", "bot.cli.main", "bot", "--http", str(self.port)],
             env=env, cwd=REPO, stdout=self._out, stderr=subprocess.STDOUT,
         )
         self.client = httpx.Client(timeout=10)
@@ -139,7 +139,7 @@ class Bot:
 
 
 def health(site: Site, role: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "jobs.health", role], env=site.worker_env(),
+    return subprocess.run([sys.executable, "-m", "jobs.ops.health", role], env=site.worker_env(),
                           cwd=REPO, capture_output=True, text=True, timeout=30)
 
 

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from bot.router import Access, Caller, Router, parse_options, split_line
-from jobs.dispatch import EmbeddedDispatcher
-from jobs.errors import UserError
+from bot.chat.router import Access, Caller, Router, parse_options, split_line
+from jobs.batches.dispatch import EmbeddedDispatcher
+from jobs.core.errors import UserError
 from jobs.store import TERMINAL_STATES, Store
 from tests.bot.conftest import PLANTED, FakeEngine
 

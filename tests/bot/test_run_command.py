@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jobs.procs import group_members
+from jobs.engines.procs import group_members
 from jobs.store import Store
 from tests.conftest import REPO
 from tests.standin.harness import SERVER_ARGS, STANDIN, TINY_BENCH
@@ -69,7 +69,7 @@ def _tagged(tag: str) -> list[int]:
 @pytest.mark.timeout(120)
 def test_ctrl_c_stops_the_server_group_and_stores_the_batch_cancelled(env):
     run = subprocess.Popen(
-        [sys.executable, "-m", "bot.cli", "run", "standin-run", "--format", "json"],
+        [sys.executable, "-m", "bot.cli.main", "run", "standin-run", "--format", "json"],
         cwd=REPO, env=env, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
     )
     progress: list[str] = []
@@ -97,7 +97,7 @@ def test_ctrl_c_stops_the_server_group_and_stores_the_batch_cancelled(env):
     assert [r.status for r in store.records(batch.id)] == ["ok", "ok", "cancelled"]
     assert _tagged(env["STANDIN_TAG"]) == []
 
-    shown = subprocess.run([sys.executable, "-m", "bot.cli", "show", "--format", "jsonl"],
+    shown = subprocess.run([sys.executable, "-m", "bot.cli.main", "show", "--format", "jsonl"],
                            cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0
     assert [json.loads(x)["approach"] for x in shown.stdout.splitlines()] == [
@@ -108,7 +108,7 @@ def test_ctrl_c_stops_the_server_group_and_stores_the_batch_cancelled(env):
 @pytest.mark.timeout(60)
 def test_a_missing_sglang_interpreter_is_bad_input_and_stores_nothing(env, tmp_path):
     env["SPECBENCH_SGLANG_PYTHON"] = str(tmp_path / "no-such-python")
-    done = subprocess.run([sys.executable, "-m", "bot.cli", "run", "standin-run"], cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "bot.cli.main", "run", "standin-run"], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     [line] = done.stderr.strip().splitlines()

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from bot.router import Access
-from bot.slack_app import SpecbenchBot, make_client
-from jobs import health
-from jobs.dispatch import EmbeddedDispatcher
+from bot.chat.router import Access
+from bot.slack.app import SpecbenchBot, make_client
+from jobs.batches.dispatch import EmbeddedDispatcher
+from jobs.ops import health
 from jobs.store import TERMINAL_STATES
 from tests.bot.conftest import (
     BOT_TOKEN,
@@ -232,7 +232,7 @@ def test_only_the_launcher_or_an_admin_may_cancel(
 
 
 def test_healthz_answers_and_the_heartbeat_is_kept(bot: BotServer) -> None:
-    from jobs import health
+    from jobs.ops import health
 
     assert bot.client.get(f"http://127.0.0.1:{bot.port}/healthz").text == "ok"
     assert health.main(["bot", "--quiet"]) == 0

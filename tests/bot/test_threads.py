@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from bot.charts import to_chart_png
-from bot.hub import ThreadHub
-from bot.threads import Message, Upload
-from jobs.batches import plan_batch
-from jobs.dispatch import EmbeddedDispatcher
-from jobs.events import make_event
+from bot.thread.batch_thread import Message, Upload
+from bot.thread.thread_hub import ThreadHub
+from jobs.batches.dispatch import EmbeddedDispatcher
+from jobs.batches.planning import plan_batch
+from jobs.charts.summary import to_chart_png
+from jobs.core.events import make_event
 from jobs.store import Store
 from tests.bot.conftest import PLANTED, FakeEngine
 from tests.conftest import make_record
@@ -63,7 +63,7 @@ def test_progress_updates_coalesce_to_one_per_interval(dispatcher: EmbeddedDispa
         requested_by="U_ALICE", plan=plan.to_dict())
 
     async def scenario() -> None:
-        from jobs.dispatch import Submitted
+        from jobs.batches.dispatch import Submitted
 
         hub = ThreadHub(dispatcher, poster, interval=0.3)
         hub.start()
@@ -175,7 +175,7 @@ class MemoryFeed:
         self.acked: dict[str, float] = {}
 
     def read(self, timeout: float) -> list[Any]:
-        from jobs.streams import StreamEntry
+        from jobs.broker.streams import StreamEntry
 
         event = self._sub.get(timeout=timeout)
         if event is None:

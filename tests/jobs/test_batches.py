@@ -7,9 +7,10 @@ import threading
 
 import pytest
 
-from jobs.batches import build_report, execute_batch, submit
+from jobs.batches.execution import build_report, execute_batch
+from jobs.batches.planning import submit
+from jobs.core.events import CallbackSink, Event, LocalChannel
 from jobs.engines.sglang import SGLangEngine
-from jobs.events import CallbackSink, Event, LocalChannel
 from jobs.store import Store
 from tests.standin.harness import Standin, make_standin
 

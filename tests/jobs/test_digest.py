@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from bot.cli import main
-from jobs.digest import build_digest, digest_from_store
-from jobs.messages import render_blocks, render_text
-from jobs.records import RunRecord
+from bot.cli.main import main
+from jobs.core.digest import build_digest, digest_from_store
+from jobs.core.messages import render_blocks, render_text
+from jobs.core.records import RunRecord
 from jobs.store import BatchRow, Store
 from tests.conftest import make_record
 

@@ -22,11 +22,11 @@ from typing import Any
 
 import pytest
 
-from jobs.batches import plan_batch
-from jobs.dispatch import Subscription
-from jobs.distributed import DistributedDispatcher
-from jobs.events import Event
-from jobs.procs import free_port
+from jobs.batches.dispatch import Subscription
+from jobs.batches.planning import plan_batch
+from jobs.broker.dispatcher import DistributedDispatcher
+from jobs.core.events import Event
+from jobs.engines.procs import free_port
 from jobs.store import Store
 from tests.standin.harness import STANDIN, Standin
 
@@ -135,7 +135,7 @@ class Worker:
         self.log = site.root / f"worker-{queue}-{time.monotonic_ns()}.log"
         self._out = open(self.log, "w")  # noqa: SIM115 - closed in stop()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli", "worker", "--queue", queue],
+            [sys.executable, "-m", "bot.cli.main", "worker", "--queue", queue],
             env=site.worker_env(broker), cwd=REPO, stdout=self._out, stderr=subprocess.STDOUT,
         )
         wait_until(lambda: "ready." in self.output(), timeout=30, what=f"worker {queue} ready",
@@ -200,7 +200,7 @@ def leftovers() -> list[str]:
 
 def cli(site: Site, *args: str, broker: str | None = None,
         timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bot.cli", *args], env=site.worker_env(broker),
+    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args], env=site.worker_env(broker),
                           cwd=REPO, capture_output=True, text=True, timeout=timeout)
 
 
@@ -422,7 +422,7 @@ def test_an_unreachable_broker_fails_fast_and_stores_nothing(using: Site, tmp_pa
     env = using.worker_env(f"redis://127.0.0.1:{free_port()}/0")
     env["SPECBENCH_DATABASE_URL"] = database
     begun = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "bot.cli", "run", "standin"], env=env, cwd=REPO,
+    done = subprocess.run([sys.executable, "-m", "bot.cli.main", "run", "standin"], env=env, cwd=REPO,
                           capture_output=True, text=True, timeout=25)
     took = time.monotonic() - begun
     assert done.returncode == 1, done.stderr
@@ -447,7 +447,7 @@ def test_a_worker_logs_its_start_and_keeps_its_heartbeat(site: Site, tmp_path: P
                env={**site.env, "SPECBENCH_DATA_DIR": str(tmp_path / "data")})
 
     def health() -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "jobs.health", "worker"],
+        return subprocess.run([sys.executable, "-m", "jobs.ops.health", "worker"],
                               env=own.worker_env(), cwd=REPO, capture_output=True, text=True,
                               timeout=30)
 

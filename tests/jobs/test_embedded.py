@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.batches import plan_batch
-from jobs.dispatch import EmbeddedDispatcher, Subscription
-from jobs.events import Event
+from jobs.batches.dispatch import EmbeddedDispatcher, Subscription
+from jobs.batches.planning import plan_batch
+from jobs.core.events import Event
 from jobs.store import Store
 from tests.jobs.test_distributed import PRESET
 from tests.standin.harness import Standin, make_standin

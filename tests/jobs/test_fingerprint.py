@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.fingerprint import host_fingerprint, parse_probe, to_fingerprint, to_interconnect
-from jobs.records import FINGERPRINT_KEYS
+from jobs.core.records import FINGERPRINT_KEYS
+from jobs.engines.fingerprint import host_fingerprint, parse_probe, to_fingerprint, to_interconnect
 from tests.standin.harness import make_standin
 
 RTX_CSV = "NVIDIA RTX PRO 6000 Blackwell Server Edition, 580.82.07, 12.0\n" * 8

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from jobs.messages import (
+from jobs.core.messages import (
     MAX_BLOCKS,
     MAX_HEADER_CHARS,
     MAX_SECTION_CHARS,
@@ -21,12 +21,12 @@ from jobs.messages import (
     slack_escape,
     summary_payload,
 )
-from jobs.presets import load_all
-from jobs.records import RunRecord
-from jobs.remedies import load_remedies
-from jobs.report import analyze
-from jobs.rules import load_rules
-from jobs.verdicts import Metric
+from jobs.core.presets import load_all
+from jobs.core.records import RunRecord
+from jobs.core.remedies import load_remedies
+from jobs.core.report import analyze
+from jobs.core.rules import load_rules
+from jobs.core.verdicts import Metric
 from tests.conftest import make_record
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from jobs.errors import KnobError, UserError
-from jobs.plans import confounds, parse_sets, resolve, to_plan
-from jobs.presets import Preset, load_preset, parse_preset
+from jobs.core.errors import KnobError, UserError
+from jobs.core.plans import confounds, parse_sets, resolve, to_plan
+from jobs.core.presets import Preset, load_preset, parse_preset
 
 PRESET = """\
 name: p

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from jobs import preflight
+from jobs.core.errors import UserError
+from jobs.core.rules import load_rules
+from jobs.engines import preflight
 from jobs.engines.sglang import SGLangEngine
-from jobs.errors import UserError
-from jobs.rules import load_rules
 from tests.standin.harness import Standin, make_standin
 
 # Recorded from argparse's format (SGLang 0.5.2 style), cut down.

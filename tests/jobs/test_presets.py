@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.errors import PresetError, UserError
-from jobs.plans import resolve
-from jobs.presets import find_preset, load_all, load_preset, parse_preset, preset_names
+from jobs.core.errors import PresetError, UserError
+from jobs.core.plans import resolve
+from jobs.core.presets import find_preset, load_all, load_preset, parse_preset, preset_names
 from tests.conftest import SEED
 
 GOOD = """\

@@ -6,12 +6,12 @@ from typing import Any
 
 import pytest
 
-from jobs.errors import RecordError
-from jobs.records import RunRecord, parse_lines
-from jobs.remedies import EFFORTS, load_remedies
-from jobs.report import analyze, split_batch
-from jobs.rules import load_rules
-from jobs.verdicts import Metric
+from jobs.core.errors import RecordError
+from jobs.core.records import RunRecord, parse_lines
+from jobs.core.remedies import EFFORTS, load_remedies
+from jobs.core.report import analyze, split_batch
+from jobs.core.rules import load_rules
+from jobs.core.verdicts import Metric
 from tests.conftest import SEED_VERDICTS, make_record
 
 SPEC_KEYS = {

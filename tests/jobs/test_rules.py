@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.errors import PresetError
-from jobs.rules import (
+from jobs.core.errors import PresetError
+from jobs.core.rules import (
     CAUSES,
     PRECEDENCE,
     Match,

@@ -18,9 +18,9 @@ from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
-from jobs.records import RunRecord, to_record
-from jobs.schema import Base
+from jobs.core.records import RunRecord, to_record
 from jobs.store import Store, UnknownBatch
+from jobs.store.schema import Base
 
 PG_ADMIN_URL = os.environ.get(
     "SPECBENCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from jobs import streams
-from jobs.events import make_event
-from jobs.procs import free_port
-from jobs.streams import StreamReader, StreamSink, StreamSubscription, connect
+from jobs.broker import streams
+from jobs.broker.streams import StreamReader, StreamSink, StreamSubscription, connect
+from jobs.core.events import make_event
+from jobs.engines.procs import free_port
 
 URL = "redis://127.0.0.1:6379/0"
 pytestmark = pytest.mark.redis

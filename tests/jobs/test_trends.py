@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from jobs.trends import daily_best, to_trend_png
+from jobs.core.trends import daily_best, to_trend_png
 from tests.jobs.test_digest import NOW, week
 
 

@@ -6,9 +6,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from jobs.records import RunRecord
-from jobs.rules import RuleSet, load_rules
-from jobs.verdicts import Metric, Verdict, compare, fingerprint_drift, judge, median
+from jobs.core.records import RunRecord
+from jobs.core.rules import RuleSet, load_rules
+from jobs.core.verdicts import Metric, Verdict, compare, fingerprint_drift, judge, median
 from tests.conftest import FINGERPRINT, make_record
 
 RULES: RuleSet = load_rules()

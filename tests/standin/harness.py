@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from jobs import preflight
+from jobs.core.plans import BatchPlan, RunConfig
+from jobs.engines import preflight
 from jobs.engines.base import RunContext
-from jobs.plans import BatchPlan, RunConfig
-from jobs.procs import group_members, is_port_free
+from jobs.engines.procs import group_members, is_port_free
 
 STANDIN = Path(__file__).resolve().parent
 TINY_BENCH = {

@@ -9,15 +9,15 @@ from typing import Any
 
 import pytest
 
+from jobs.core.plans import BatchPlan, resolve
+from jobs.core.presets import load_preset
+from jobs.core.records import RunRecord
+from jobs.core.rules import load_rules
 from jobs.engines import local as local_engine
 from jobs.engines import local_child
 from jobs.engines.base import RunContext
 from jobs.engines.local import LocalEngine
-from jobs.plans import BatchPlan, resolve
-from jobs.presets import load_preset
-from jobs.procs import ProcessGroup, group_members
-from jobs.records import RunRecord
-from jobs.rules import load_rules
+from jobs.engines.procs import ProcessGroup, group_members
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")

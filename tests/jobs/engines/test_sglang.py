@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
+from jobs.core.rules import cause_of, load_rules
 from jobs.engines import get_engine
 from jobs.engines.sglang import SGLangEngine, last_json_line, to_cli_args
-from jobs.rules import cause_of, load_rules
 from tests.standin.harness import Standin, make_standin
 
 

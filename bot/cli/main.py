@@ -1,0 +1,124 @@
+"""`specbench`: the command line (SPEC.md). Exit 0 done, 1 infrastructure, 2 bad input.
+
+Imports stay inside the commands so that `specbench analyze` starts without torch, Celery or
+Slack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import traceback
+import uuid
+from collections.abc import Sequence
+from typing import NoReturn
+
+from jobs.core.errors import SpecbenchError
+
+FORMATS = ("text", "json", "slack")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with SPEC.md's one-line error and exit code 2."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="specbench", description="Inference-serving experiments, reported.")
+    parser.add_argument("--version", action="store_true", help="print the version and exit")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    run = commands.add_parser("run", help="run one batch and wait for it")
+    run.add_argument("preset", metavar="PRESET", help="a preset name or a path to a YAML file")
+    run.add_argument("--engine", choices=("local", "sglang"))
+    run.add_argument("--queue", metavar="NAME")
+    run.add_argument("--set", dest="sets", action="append", default=[], metavar="KNOB=VALUE")
+    run.add_argument("--reps", type=int, metavar="N")
+    run.add_argument("--timeout", type=float, default=24 * 3600.0, metavar="S")
+    run.add_argument("--format", choices=FORMATS, default="text")
+
+    analyze = commands.add_parser("analyze", help="re-analyse run records")
+    analyze.add_argument("runs", metavar="RUNS.jsonl")
+    analyze.add_argument("--metric", metavar="NAME")
+    analyze.add_argument("--min-effect", type=float, metavar="PCT")
+    analyze.add_argument("--lower-is-better", action="store_true", default=None)
+    analyze.add_argument("--format", choices=FORMATS, default="text")
+
+    console = commands.add_parser("console", help="a local chat session")
+    console.add_argument("-c", dest="line", metavar="LINE")
+    console.add_argument("--timeout", type=float, default=24 * 3600.0, metavar="S")
+
+    bot = commands.add_parser("bot", help="the Slack bot")
+    bot.add_argument("--http", type=int, metavar="PORT")
+
+    worker = commands.add_parser("worker", help="a Celery worker for one GPU host")
+    worker.add_argument("--queue", metavar="NAME")
+
+    status = commands.add_parser("status", help="running and queued batches")
+    status.add_argument("--format", choices=("text", "json"), default="text")
+
+    cancel = commands.add_parser("cancel", help="cancel a queued or running batch")
+    cancel.add_argument("batch", metavar="BATCH")
+
+    show = commands.add_parser("show", help="a stored batch")
+    show.add_argument("batch", metavar="BATCH", nargs="?")
+    show.add_argument("--format", choices=(*FORMATS, "jsonl"), default="text")
+
+    commands.add_parser("presets", help="the presets and their approaches")
+
+    digest = commands.add_parser("digest", help="the status digest over stored batches")
+    digest.add_argument("--days", type=float, default=7.0)
+    digest.add_argument("--format", choices=FORMATS, default="text")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.version:
+        from jobs import __version__
+
+        print(f"specbench {__version__}")
+        return 0
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        from bot.cli import commands
+
+        return int(getattr(commands, f"cmd_{args.command}")(args))
+    except SpecbenchError as exc:
+        print(f"specbench {args.command}: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print(f"specbench {args.command}: interrupted", file=sys.stderr)
+        return 1
+    except Exception:  # noqa: BLE001 - the last line of defence: log it, give an ID
+        incident = uuid.uuid4().hex[:8]
+        logging.getLogger("specbench").error("incident %s\n%s", incident, traceback.format_exc())
+        _log_incident(incident)
+        print(
+            f"specbench {args.command}: internal error, sorry (incident {incident}; "
+            "the traceback is in the data dir's logs/errors.log)",
+            file=sys.stderr,
+        )
+        return 1
+
+
+def _log_incident(incident: str) -> None:
+    from jobs import settings
+
+    try:
+        folder = settings.data_dir() / "logs"
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder / "errors.log", "a", encoding="utf-8") as handle:
+            handle.write(f"--- incident {incident}\n{settings.redact(traceback.format_exc())}\n")
+    except OSError:
+        pass
+
+
+if __name__ == "__main__":
+    sys.exit(main())

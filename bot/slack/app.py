@@ -1,0 +1,362 @@
+"""The Slack bot: a Bolt `AsyncApp` over Socket Mode (default) or HTTP (uvicorn + Starlette).
+
+Every handler acks first, then hands the work to a background task: the router answers, a run
+opens its thread (bot.thread.batch_thread). Every Web API client honours SLACK_API_URL and waits out rate
+limits (Retry-After). A retried delivery starts nothing: the request's idempotency key reaches
+`Dispatcher.submit`, and a key already seen by this process is dropped at once.
+
+In distributed mode the threads read events through the Redis consumer group (bot.thread.durable_feed), so a
+restarted bot resumes where its predecessor stopped. The process logs through jobs.ops.logs and
+keeps the `bot` heartbeat of jobs.ops.health (Socket Mode: only while connected).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import logging
+import os
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from bot.chat.router import Access, Caller, Router
+from bot.thread.batch_thread import Feed, Message, Upload, logs_message
+from bot.thread.thread_hub import ThreadHub
+from jobs.batches.dispatch import Dispatcher
+from jobs.core.errors import InfraError
+from jobs.core.messages import slack_escape
+from jobs.engines.base import Engine
+
+log = logging.getLogger(__name__)
+SEEN_KEYS = 10_000
+AUTH_WARMUP_S = 3.0
+
+
+def make_client(token: str | None, *, api_url: str | None = None) -> AsyncWebClient:
+    """A Web API client on SLACK_API_URL (or Slack's own) that waits out 429s."""
+    base = api_url or os.environ.get("SLACK_API_URL") or "https://slack.com/api/"
+    return AsyncWebClient(
+        token=token, base_url=base.rstrip("/") + "/",
+        retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=2),
+                        AsyncRateLimitErrorRetryHandler(max_retry_count=5)],
+    )
+
+
+class SlackPoster:
+    """bot.thread.batch_thread' Poster over the Web API."""
+
+    def __init__(self, client: AsyncWebClient) -> None:
+        self.client = client
+
+    async def post(self, *, channel: str, thread_ts: str | None, message: Message) -> str:
+        response = await self.client.chat_postMessage(
+            channel=channel, thread_ts=thread_ts, text=_text(message), blocks=message.blocks,
+            unfurl_links=False,
+        )
+        return str(response["ts"])
+
+    async def update(self, *, channel: str, ts: str, message: Message) -> None:
+        await self.client.chat_update(channel=channel, ts=ts, text=_text(message),
+                                      blocks=message.blocks)
+
+    async def upload(self, *, channel: str, thread_ts: str, files: list[Upload]) -> None:
+        await self.client.files_upload_v2(
+            channel=channel, thread_ts=thread_ts, request_file_info=False,
+            file_uploads=[{"content": f.content, "filename": f.filename, "title": f.title}
+                          for f in files],
+        )
+
+    async def ephemeral(
+        self, *, channel: str, user: str, message: Message, thread_ts: str | None = None
+    ) -> None:
+        await self.client.chat_postEphemeral(channel=channel, user=user, text=_text(message),
+                                             blocks=message.blocks, thread_ts=thread_ts)
+
+
+def _text(message: Message) -> str:
+    if message.fallback is not None:
+        return message.fallback
+    if message.blocks is None and "\n" in message.text.strip():
+        return f"```{slack_escape(message.text.rstrip())}```"
+    return slack_escape(message.text)
+
+
+def idempotency_key(*parts: Any) -> str:
+    """A key that a retried delivery of the same request reproduces."""
+    raw = "\x1f".join(str(p) for p in parts)
+    return "slack:" + hashlib.sha256(raw.encode()).hexdigest()[:40]
+
+
+def retry_num(request: AsyncBoltRequest) -> int:
+    values = request.headers.get("x-slack-retry-num") or ["0"]
+    try:
+        return int(values[0])
+    except ValueError:
+        return 0
+
+
+class SpecbenchBot:
+    """The Bolt app, the router and the threads of one bot process."""
+
+    def __init__(
+        self, dispatcher: Dispatcher, *, token: str | None, signing_secret: str | None,
+        api_url: str | None = None, access: Access | None = None, interval: float = 2.0,
+        engine_for: Callable[[str], Engine] | None = None, feed: Feed | None = None,
+    ) -> None:
+        self.dispatcher = dispatcher
+        self.client = make_client(token, api_url=api_url)
+        # Listeners only ack and spawn a task, so running them inline answers Slack fastest
+        # (Bolt's other mode polls for the ack every 10 ms).
+        self.app = AsyncApp(client=self.client, signing_secret=signing_secret,
+                            process_before_response=True)
+        self.router = Router(dispatcher, access or Access.from_env(), engine_for)
+        self.poster = SlackPoster(self.client)
+        self.hub = ThreadHub(dispatcher, self.poster, interval=interval, feed=feed)
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._heartbeat: asyncio.Task[None] | None = None
+        # A few threads for the router's blocking work: more would only fight the event loop
+        # (which acks) for the GIL.
+        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="specbench-router")
+        self._register()
+
+    def _register(self) -> None:
+        app = self.app
+
+        @app.command("/specbench")
+        async def on_command(ack: Any, body: dict[str, Any], request: AsyncBoltRequest) -> None:
+            await ack()
+            key = idempotency_key(body.get("team_id"), body.get("user_id"), body.get("command"),
+                                  body.get("text"), body.get("trigger_id"))
+            self.spawn(self.handle(line=body.get("text", ""), user=body["user_id"],
+                                   channel=body["channel_id"], key=key,
+                                   retried=retry_num(request) > 0))
+
+        @app.event("app_mention")
+        async def on_mention(ack: Any, body: dict[str, Any], request: AsyncBoltRequest) -> None:
+            await ack()
+            event = body["event"]
+            line = " ".join(w for w in event.get("text", "").split() if not w.startswith("<@"))
+            self.spawn(self.handle(line=line, user=event["user"], channel=event["channel"],
+                                   key=idempotency_key(body.get("event_id")),
+                                   retried=retry_num(request) > 0))
+
+        @app.action("specbench_cancel")
+        async def on_cancel(ack: Any, body: dict[str, Any]) -> None:
+            await ack()
+            self.spawn(self.handle(line=f"cancel {_value(body)}", **_clicker(body)))
+
+        @app.action("specbench_retry")
+        async def on_retry(ack: Any, body: dict[str, Any]) -> None:
+            await ack()
+            self.spawn(self.handle(line=f"retry {_value(body)}", **_clicker(body)))
+
+        @app.action("specbench_logs")
+        async def on_logs(ack: Any, body: dict[str, Any]) -> None:
+            await ack()
+            self.spawn(self.show_logs(batch_id=_value(body), **_clicker(body)))
+
+    def spawn(self, work: Awaitable[None]) -> None:
+        async def guarded() -> None:
+            try:
+                await work
+            except Exception:
+                log.exception("a Slack request's background work failed")
+
+        task = asyncio.get_running_loop().create_task(guarded())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def handle(
+        self, *, line: str, user: str, channel: str, key: str | None, retried: bool = False,
+        thread_ts: str | None = None, button: bool = False,
+    ) -> None:
+        """Route one line and answer it; a run opens its thread."""
+        if key is not None:
+            if key in self._seen and retried:
+                return
+            self._seen[key] = None
+            while len(self._seen) > SEEN_KEYS:
+                self._seen.popitem(last=False)
+        route = functools.partial(self.router.handle, line,
+                                  caller=Caller(user=user, channel=channel), idempotency_key=key)
+        reply = await asyncio.get_running_loop().run_in_executor(self._executor, route)
+        if reply.started is not None:
+            if reply.started.created:
+                self.hub.open(reply.started, channel=channel)
+            return
+        message = Message(text=reply.text, blocks=reply.blocks)
+        if reply.ephemeral or button:
+            await self.poster.ephemeral(channel=channel, user=user, message=message,
+                                        thread_ts=thread_ts)
+        else:
+            ts = await self.poster.post(channel=channel, thread_ts=thread_ts, message=message)
+            if reply.uploads:
+                await self.poster.upload(channel=channel, thread_ts=thread_ts or ts,
+                                         files=list(reply.uploads))
+
+    async def show_logs(self, *, batch_id: str, user: str, channel: str, thread_ts: str | None,
+                        **_: Any) -> None:
+        message = logs_message(store=self.dispatcher.store, batch_id=batch_id)
+        await self.poster.ephemeral(channel=channel, user=user, message=message,
+                                    thread_ts=thread_ts)
+
+    async def startup(self, *, is_alive: Callable[[], Awaitable[bool]] | None = None) -> None:
+        """Follow events, catch up on threads a previous bot left unfinished, and keep the
+        `bot` heartbeat (jobs.ops.health) while `is_alive()` says so (Socket Mode: connected)."""
+        self.hub.start()
+        self._heartbeat = asyncio.get_running_loop().create_task(
+            self._keep_heartbeat(is_alive), name="heartbeat-bot")
+        try:
+            await asyncio.wait_for(self._warm_authorization(), timeout=AUTH_WARMUP_S)
+        except Exception:  # noqa: BLE001 - Bolt makes the call itself on the first request
+            log.warning("auth.test at start-up failed; the first request will retry it",
+                        exc_info=True)
+        resumed = await self.hub.catch_up()
+        if resumed:
+            log.info("resumed the threads of %s", ", ".join(resumed))
+
+    async def _warm_authorization(self) -> None:
+        """Bolt calls auth.test before answering the first request, then caches it: make
+        that call now, so that the first command after a start is acked as fast as the rest."""
+        from slack_bolt.middleware.authorization.async_single_team_authorization import (
+            AsyncSingleTeamAuthorization,
+        )
+
+        for middleware in getattr(self.app, "_async_middleware_list", []):
+            if (isinstance(middleware, AsyncSingleTeamAuthorization)
+                    and middleware.auth_test_result is None):
+                middleware.auth_test_result = await self.client.auth_test()
+
+    async def _keep_heartbeat(self, is_alive: Callable[[], Awaitable[bool]] | None) -> None:
+        from jobs.ops import health
+
+        while True:
+            touched = False
+            try:
+                if is_alive is None or await is_alive():
+                    health.touch_heartbeat("bot")
+                    touched = True
+            except Exception:  # noqa: BLE001 - a missed beat must not stop the bot
+                log.debug("heartbeat failed", exc_info=True)
+            # not connected (yet): look again soon, so that the first beat follows the connection
+            await asyncio.sleep(health.HEARTBEAT_INTERVAL_S if touched else 1.0)
+
+    async def shutdown(self) -> None:
+        if self._heartbeat is not None:
+            from jobs.ops import health
+
+            self._heartbeat.cancel()
+            await asyncio.gather(self._heartbeat, return_exceptions=True)
+            health.heartbeat_path("bot").unlink(missing_ok=True)
+        await self.hub.close()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._executor.shutdown(wait=False, cancel_futures=True)
+
+    def asgi(self) -> Any:
+        """The HTTP mode's ASGI app: POST /slack/events, GET /healthz."""
+        import contextlib
+
+        from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
+        from starlette.applications import Starlette
+        from starlette.requests import Request
+        from starlette.responses import PlainTextResponse, Response
+        from starlette.routing import Route
+
+        handler = AsyncSlackRequestHandler(self.app)
+
+        async def events(request: Request) -> Response:
+            response: Response = await handler.handle(request)
+            return response
+
+        async def healthz(request: Request) -> Response:
+            return PlainTextResponse("ok")
+
+        @contextlib.asynccontextmanager
+        async def lifespan(_: Any) -> Any:
+            await self.startup()
+            try:
+                yield
+            finally:
+                await self.shutdown()
+
+        return Starlette(routes=[Route("/slack/events", events, methods=["POST"]),
+                                 Route("/healthz", healthz, methods=["GET"])],
+                         lifespan=lifespan)
+
+    async def serve_http(self, port: int, *, host: str = "0.0.0.0") -> None:
+        import uvicorn
+
+        config = uvicorn.Config(self.asgi(), host=host, port=port, log_level="warning",
+                                lifespan="on")
+        await uvicorn.Server(config).serve()
+
+    async def serve_socket_mode(self, app_token: str) -> None:
+        from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+        handler = AsyncSocketModeHandler(self.app, app_token)
+        await self.startup(is_alive=handler.client.is_connected)
+        try:
+            await handler.start_async()  # type: ignore[no-untyped-call]
+        finally:
+            await handler.close_async()  # type: ignore[no-untyped-call]
+            await self.shutdown()
+
+
+def _value(body: dict[str, Any]) -> str:
+    return str(body["actions"][0].get("value", ""))
+
+
+def _clicker(body: dict[str, Any]) -> dict[str, Any]:
+    message = body.get("message") or {}
+    return {
+        "user": body["user"]["id"], "channel": body["channel"]["id"],
+        "key": idempotency_key(body.get("trigger_id"), body["actions"][0].get("action_ts")),
+        "thread_ts": message.get("thread_ts") or message.get("ts"), "button": True,
+    }
+
+
+def run_bot(*, http_port: int | None) -> int:
+    """`specbench bot`: Socket Mode unless `--http PORT`."""
+    from jobs.batches.dispatch import get_dispatcher
+
+    token = os.environ.get("SLACK_BOT_TOKEN")
+    if not token:
+        raise InfraError("SLACK_BOT_TOKEN is not set")
+    secret = os.environ.get("SLACK_SIGNING_SECRET")
+    app_token = os.environ.get("SLACK_APP_TOKEN")
+    if http_port is not None and not secret:
+        raise InfraError("HTTP mode needs SLACK_SIGNING_SECRET")
+    if http_port is None and not app_token:
+        raise InfraError("Socket Mode needs SLACK_APP_TOKEN (or run with --http PORT)")
+    from bot.thread.durable_feed import open_feed
+    from jobs.ops.logs import configure_logging, log_start
+
+    configure_logging()
+    log_start("bot", transport="http" if http_port is not None else "socket-mode",
+              port=http_port)
+    dispatcher = get_dispatcher()
+    try:
+        bot = SpecbenchBot(dispatcher, token=token, signing_secret=secret,
+                           feed=open_feed(dispatcher))
+        if http_port is not None:
+            asyncio.run(bot.serve_http(http_port))
+        else:
+            assert app_token is not None
+            asyncio.run(bot.serve_socket_mode(app_token))
+    finally:
+        dispatcher.close()
+    return 0

@@ -1,0 +1,1 @@
+"""A batch's chat thread: the parent, the progress message, the summary, and their feed."""

@@ -1,0 +1,1 @@
+"""The application: a batch planned, submitted, dispatched and run to its report."""

@@ -1,0 +1,250 @@
+"""Dispatch: where a submitted batch goes, and how its events come back.
+
+Two implementations share this interface (SPEC.md's modes): `EmbeddedDispatcher` runs batches
+on an in-process worker thread, one at a time, and publishes events on an in-process channel;
+`jobs.broker.dispatcher.DistributedDispatcher` sends them as Celery tasks over Redis and reads events
+from a Redis Stream. Chat surfaces (CLI, console, Slack) only see `Dispatcher`.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from jobs import settings
+from jobs.batches.execution import execute_batch
+from jobs.batches.planning import submit
+from jobs.core.errors import UserError
+from jobs.core.events import Event, LocalChannel, make_event
+from jobs.core.plans import BatchPlan
+from jobs.store import TERMINAL_STATES, BatchRow, Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Submitted:
+    batch: BatchRow
+    created: bool  # False: the idempotency key named an existing batch; nothing new started
+    position: int  # 1: runs next (or now); n: n-1 batches ahead of it on its queue
+    live_workers: int | None  # workers serving the queue now; None where it cannot be known
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    batch: BatchRow
+    position: int  # 0: running; 1: next; ...
+    eta_s: float | None  # estimated seconds until it ends, from past durations
+
+
+class Subscription(Protocol):
+    def get(self, timeout: float) -> Event | None:
+        """The next event, or None after `timeout` seconds."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Dispatcher(Protocol):
+    mode: str
+    store: Store
+
+    def submit(
+        self,
+        plan: BatchPlan,
+        *,
+        requested_by: str,
+        channel: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Submitted: ...
+
+    def cancel(self, batch_id: str) -> BatchRow:
+        """Ask a queued or running batch to stop; UserError for an unknown batch."""
+        ...
+
+    def subscribe(self, *, batch: str | None = None) -> Subscription:
+        """Events from now on (of one batch, or all); subscribe before submitting."""
+        ...
+
+    def queues(self) -> dict[str, list[QueueEntry]]: ...
+
+    def live_workers(self, queue_name: str) -> int | None: ...
+
+    def close(self) -> None: ...
+
+
+def get_dispatcher(store: Store | None = None) -> Dispatcher:
+    """Embedded when SPECBENCH_BROKER_URL is unset, distributed otherwise."""
+    store = store or Store()
+    url = settings.broker_url()
+    if url is None:
+        return EmbeddedDispatcher(store)
+    from jobs.broker.dispatcher import DistributedDispatcher
+
+    return DistributedDispatcher(store, url)
+
+
+def request_cancel(store: Store, batch_id: str) -> BatchRow:
+    """The shared cancel: a queued batch ends now, a running one at its next poll."""
+    row = store.get_batch(batch_id)
+    if row is None:
+        raise UserError(f"unknown batch {batch_id!r}")
+    if row.state in TERMINAL_STATES:
+        return row
+    store.request_cancel(batch_id)
+    store.set_state(batch_id, "cancelled", only_from=["queued"])
+    return store.get_batch(batch_id) or row
+
+
+def queue_entries(store: Store, rows: list[BatchRow]) -> dict[str, list[QueueEntry]]:
+    """Running and queued batches per queue, with positions and estimates from the past."""
+    by_queue: dict[str, list[BatchRow]] = {}
+    for row in rows:
+        by_queue.setdefault(row.queue, []).append(row)
+    typical = typical_durations(store)
+    out: dict[str, list[QueueEntry]] = {}
+    for name, members in by_queue.items():
+        members.sort(key=lambda r: (r.state != "running", r.created_at))
+        elapsed_ahead = 0.0
+        known = True
+        entries = []
+        for position, row in enumerate(members):
+            guess = typical.get(row.preset)
+            if guess is None:
+                known = False
+            running_for = 0.0
+            if row.state == "running" and row.started_at is not None:
+                running_for = (settings.utcnow() - row.started_at).total_seconds()
+            left = max((guess or 0.0) - running_for, 0.0)
+            elapsed_ahead += left
+            offset = 0 if members[0].state == "running" else 1
+            entries.append(QueueEntry(
+                batch=row, position=position + offset,
+                eta_s=elapsed_ahead if known else None,
+            ))
+        out[name] = entries
+    return out
+
+
+def typical_durations(store: Store) -> dict[str, float]:
+    """The median duration of each preset's finished batches (the last 20 of each)."""
+    import statistics
+
+    durations: dict[str, list[float]] = {}
+    for row in store.list_batches(states=("done",)):
+        if row.started_at and row.finished_at:
+            durations.setdefault(row.preset, []).append(
+                (row.finished_at - row.started_at).total_seconds()
+            )
+    return {k: statistics.median(v[-20:]) for k, v in durations.items() if v}
+
+
+class _LocalSubscription:
+    def __init__(self, channel: LocalChannel, batch: str | None) -> None:
+        self._channel = channel
+        self._inbox = channel.subscribe()
+        self._batch = batch
+
+    def get(self, timeout: float) -> Event | None:
+        try:
+            while True:
+                event = self._inbox.get(timeout=timeout)
+                if self._batch is None or event.get("batch") == self._batch:
+                    return event
+        except queue.Empty:
+            return None
+
+    def close(self) -> None:
+        self._channel.unsubscribe(self._inbox)
+
+
+class EmbeddedDispatcher:
+    """Batches run on one in-process worker thread, in submission order."""
+
+    mode = "embedded"
+
+    def __init__(self, store: Store, *, engine_factory: Callable[[str], Any] | None = None) -> None:
+        self.store = store
+        self.channel = LocalChannel()
+        self._inbox: queue.Queue[str | None] = queue.Queue()
+        self._pending: list[str] = []
+        self._lock = threading.Lock()
+        self._engine_factory = engine_factory
+        self._thread = threading.Thread(target=self._work, name="specbench-worker", daemon=True)
+        self._thread.start()
+
+    def submit(
+        self,
+        plan: BatchPlan,
+        *,
+        requested_by: str,
+        channel: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Submitted:
+        row, created = submit(
+            plan, store=self.store, requested_by=requested_by, channel=channel,
+            idempotency_key=idempotency_key,
+        )
+        if not created:
+            return Submitted(row, False, self._position(row.id), 1)
+        with self._lock:
+            self._pending.append(row.id)
+            position = len(self._pending)
+        self.channel.emit(make_event(
+            "batch.queued", row.id, queue=row.queue, position=position, preset=row.preset,
+            approaches=[c["approach"] for c in row.plan["configs"]], live_workers=1,
+        ))
+        self._inbox.put(row.id)
+        return Submitted(row, True, position, 1)
+
+    def cancel(self, batch_id: str) -> BatchRow:
+        row = request_cancel(self.store, batch_id)
+        if row.state == "cancelled":
+            with self._lock:
+                was_pending = batch_id in self._pending
+            if was_pending:
+                self.channel.emit(make_event("batch.cancelled", batch_id, state="cancelled",
+                                             report=None))
+        return row
+
+    def subscribe(self, *, batch: str | None = None) -> Subscription:
+        return _LocalSubscription(self.channel, batch)
+
+    def queues(self) -> dict[str, list[QueueEntry]]:
+        rows = self.store.list_batches(states=("queued", "running"))
+        return queue_entries(self.store, rows)
+
+    def live_workers(self, queue_name: str) -> int | None:
+        return 1
+
+    def close(self) -> None:
+        self._inbox.put(None)
+        self._thread.join(timeout=5)
+
+    def _position(self, batch_id: str) -> int:
+        with self._lock:
+            return self._pending.index(batch_id) + 1 if batch_id in self._pending else 0
+
+    def _work(self) -> None:
+        while True:
+            batch_id = self._inbox.get()
+            if batch_id is None:
+                return
+            try:
+                row = self.store.get_batch(batch_id)
+                if row is not None and row.state not in TERMINAL_STATES:
+                    engine = self._engine_factory(row.engine) if self._engine_factory else None
+                    execute_batch(batch_id, store=self.store, sink=self.channel, engine=engine)
+            except Exception as exc:  # noqa: BLE001 - a batch's bug must not kill the worker
+                log.exception("batch %s failed", batch_id)
+                self.store.set_state(batch_id, "failed", error=str(exc)[:500])
+                self.channel.emit(make_event("batch.finished", batch_id, state="failed",
+                                             report=None, error=str(exc)[:500]))
+            finally:
+                with self._lock:
+                    if batch_id in self._pending:
+                        self._pending.remove(batch_id)

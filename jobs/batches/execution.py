@@ -1,0 +1,174 @@
+"""Running a stored batch to its report, one configuration after another.
+
+`execute_batch` is what every worker runs (embedded or Celery): it is resumable — approaches
+already recorded are not run again — and it stops at a cancel, recording the rest as skipped.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from jobs import settings
+from jobs.core.errors import UserError
+from jobs.core.events import EventSink, make_event
+from jobs.core.plans import BatchPlan, RunConfig, to_plan
+from jobs.core.records import RunRecord
+from jobs.core.remedies import load_remedies
+from jobs.core.report import analyze
+from jobs.core.rules import load_rules
+from jobs.core.verdicts import Metric, judge, median
+from jobs.engines import get_engine
+from jobs.engines.base import Engine, RunContext, now_iso, to_run_record
+from jobs.store import RERUN_STATUSES, BatchRow, Store
+
+CANCEL_POLL_S = 0.5
+
+
+def metric_of(plan: BatchPlan) -> Metric:
+    return Metric(
+        name=plan.metric, min_effect_pct=plan.min_effect_pct, lower_is_better=plan.lower_is_better
+    )
+
+
+def build_report(records: list[RunRecord], plan: BatchPlan) -> dict[str, Any]:
+    return analyze(records, metric=metric_of(plan), rules=load_rules(), remedies=load_remedies())
+
+
+def log_path(batch_id: str, approach: str) -> Path:
+    return settings.data_dir().resolve() / "logs" / batch_id / f"{approach}.log"
+
+
+class _CancelWatch:
+    """Cancel requests from the caller or the store, polled at most every CANCEL_POLL_S."""
+
+    def __init__(self, store: Store, batch_id: str, extra: Callable[[], bool] | None) -> None:
+        self._store, self._batch_id, self._extra = store, batch_id, extra
+        self._checked_at = 0.0
+        self.requested = False
+
+    def __call__(self) -> bool:
+        if self.requested:
+            return True
+        if self._extra is not None and self._extra():
+            self.requested = True
+        elif time.monotonic() - self._checked_at >= CANCEL_POLL_S:
+            self._checked_at = time.monotonic()
+            self.requested = self._store.is_cancel_requested(self._batch_id)
+        return self.requested
+
+
+def execute_batch(
+    batch_id: str,
+    *,
+    store: Store,
+    sink: EventSink,
+    should_stop: Callable[[], bool] | None = None,
+    engine: Engine | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) a stored batch to its end; returns the report."""
+    row = _row(store, batch_id)
+    plan = to_plan(row.plan)
+    engine = engine or get_engine(plan.engine)
+    cancel = _CancelWatch(store, batch_id, should_stop)
+    host = socket.gethostname()
+    store.set_state(batch_id, "running", host=host)
+    names = [c.approach for c in plan.configs]
+    sink.emit(make_event(
+        "batch.started", batch_id, host=host, queue=row.queue, approaches=names,
+        reps=plan.reps, warnings=list(plan.warnings), preset=plan.preset,
+    ))
+    # The host probes (nvidia-smi, the SGLang interpreter) run while the first server starts.
+    probing = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe")
+    fingerprint_of = probing.submit(engine.fingerprint)
+    probing.shutdown(wait=False)
+    bad = engine.preflight(plan)
+    done = {r.approach: r for r in store.records(batch_id) if r.status not in RERUN_STATUSES}
+    baseline = done.get("baseline")
+    for index, config in enumerate(plan.configs):
+        if config.approach in done:
+            continue
+        ctx = RunContext(
+            batch_id=batch_id, plan=plan, log_path=log_path(batch_id, config.approach),
+            fingerprint={}, should_stop=cancel, baseline=baseline,
+            on_phase=_phase_emitter(sink, batch_id, config.approach, index, len(names)),
+        )
+        record = _run_one(engine, config, ctx, bad=bad.get(config.approach), cancel=cancel)
+        record = dataclasses.replace(record, fingerprint=fingerprint_of.result())
+        store.put_record(record, position=index)
+        if config.role == "baseline":
+            baseline = record
+        _emit_finished(sink, record, baseline=baseline, plan=plan, index=index, of=len(names))
+    report = build_report(store.records(batch_id), plan)
+    state = "cancelled" if cancel.requested else "done"
+    report["state"] = state
+    store.save_report(batch_id, report)
+    store.set_state(batch_id, state)
+    kind = "batch.cancelled" if state == "cancelled" else "batch.finished"
+    sink.emit(make_event(kind, batch_id, state=state, report=report))
+    return report
+
+
+def _row(store: Store, batch_id: str) -> BatchRow:
+    row = store.get_batch(batch_id)
+    if row is None:
+        raise UserError(f"unknown batch {batch_id!r}")
+    return row
+
+
+def _run_one(
+    engine: Engine, config: RunConfig, ctx: RunContext, *, bad: str | None, cancel: _CancelWatch
+) -> RunRecord:
+    started = now_iso()
+    if cancel():
+        return to_run_record(config, ctx, status="skipped", started_at=started)
+    if bad is not None:
+        ctx.on_phase("preflight", {"error": bad})
+        return to_run_record(config, ctx, status="failed", started_at=started, exit_code=2,
+                             log_tail=bad)
+    ctx.on_phase("preflight", {})
+    return engine.run(config, ctx)
+
+
+def _phase_emitter(
+    sink: EventSink, batch_id: str, approach: str, index: int, of: int
+) -> Callable[[str, dict[str, Any]], None]:
+    def emit(phase: str, details: dict[str, Any]) -> None:
+        extra = dict(details)
+        if phase == "repetition":
+            extra = {"rep": details.get("rep"), "reps": details.get("of")}
+        sink.emit(make_event(
+            "approach.phase", batch_id, approach=approach, index=index + 1, of=of,
+            phase=phase, **extra,
+        ))
+
+    return emit
+
+
+def _emit_finished(
+    sink: EventSink,
+    record: RunRecord,
+    *,
+    baseline: RunRecord | None,
+    plan: BatchPlan,
+    index: int,
+    of: int,
+) -> None:
+    fields: dict[str, Any] = {"status": record.status, "verdict": None, "value": None,
+                              "delta_pct": None, "cause": None, "why": ""}
+    if record.role == "approach" and baseline is not None:
+        verdict = judge(record, baseline, metric=metric_of(plan), rules=load_rules())
+        fields.update(verdict=verdict.verdict, value=verdict.value, delta_pct=verdict.delta_pct,
+                      cause=verdict.cause, why=verdict.why)
+    elif record.role == "baseline":
+        fields.update(value=median(record.samples(plan.metric)))
+    sink.emit(make_event(
+        "approach.finished", record.batch, approach=record.approach, index=index + 1, of=of,
+        **fields,
+    ))
+

@@ -1,0 +1,63 @@
+"""Planning a batch: a preset resolved into a plan, its flags checked, and stored as queued."""
+
+from __future__ import annotations
+
+import secrets
+
+from jobs import settings
+from jobs.core.errors import UserError
+from jobs.core.plans import BatchPlan, resolve, to_plan
+from jobs.core.presets import Scalar, load_preset
+from jobs.engines.base import Engine
+from jobs.store import BatchRow, Store
+
+
+def new_batch_id() -> str:
+    return f"b-{secrets.token_hex(4)}"
+
+
+def plan_batch(
+    preset: str,
+    *,
+    engine: str | None = None,
+    overrides: dict[str, Scalar] | None = None,
+    reps: int | None = None,
+    queue: str | None = None,
+) -> BatchPlan:
+    """Load and resolve a preset into a plan (raises UserError subclasses: exit 2)."""
+    loaded = load_preset(preset)
+    if engine is not None and engine != loaded.engine:
+        loaded = loaded.model_copy(update={"engine": engine})
+    return resolve(
+        loaded, overrides=overrides, reps=reps, queue=queue,
+        default_queue=settings.default_queue(),
+    )
+
+
+def check_flags(plan: BatchPlan, engine: Engine) -> dict[str, str]:
+    """Preflight every configuration; a baseline with an unknown flag refuses the batch."""
+    bad = engine.preflight(plan)
+    if "baseline" in bad:
+        raise UserError(f"the baseline of {plan.preset!r} cannot start: {bad['baseline']}")
+    return bad
+
+
+def submit(
+    plan: BatchPlan,
+    *,
+    store: Store,
+    requested_by: str,
+    channel: str | None = None,
+    idempotency_key: str | None = None,
+) -> tuple[BatchRow, bool]:
+    """Store a new queued batch (or find the one this idempotency key already made)."""
+    return store.create_batch(
+        batch_id=new_batch_id(), preset=plan.preset, engine=plan.engine, queue=plan.queue,
+        requested_by=requested_by, plan=plan.to_dict(), channel=channel,
+        idempotency_key=idempotency_key,
+    )
+
+
+def replan(row: BatchRow) -> BatchPlan:
+    return to_plan(row.plan)
+

@@ -1,0 +1,80 @@
+"""The digest scheduler as a process of its own: `python -m jobs.broker.beat` (compose's `beat`).
+
+Celery beat over `jobs.broker.celery_app.make_app()`, embedded in a worker that serves only the
+digest queue: it sends `send_digest` when SPECBENCH_DIGEST_SCHEDULE says and runs it itself
+(the task still dedups per slot). It logs through `jobs.ops.logs` and touches the `beat`
+heartbeat that `jobs.ops.health` checks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from jobs import settings
+from jobs.ops import health, logs
+
+log = logging.getLogger(__name__)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m jobs.broker.beat", description=__doc__)
+    parser.add_argument("--schedule", metavar="PATH",
+                        help="beat's state file (default: DATA_DIR/celerybeat-schedule)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    from celery import signals
+
+    from jobs.broker.celery_app import DIGEST_QUEUE, make_app
+
+    logs.configure_logging()
+    # A receiver on setup_logging keeps Celery from replacing the handler installed above.
+    signals.setup_logging.connect(_keep_our_logging, weak=False)
+    url = settings.broker_url()
+    if url is None:
+        print("python -m jobs.broker.beat: error: SPECBENCH_BROKER_URL is not set", file=sys.stderr)
+        return 1
+    logs.log_start("beat")
+    app = make_app(url)
+    if not app.conf.beat_schedule:
+        log.info("SPECBENCH_DIGEST_SCHEDULE is off: beat runs with nothing to send")
+    schedule = args.schedule or str(settings.data_dir() / "celerybeat-schedule")
+    settings.data_dir().mkdir(parents=True, exist_ok=True)
+    # Until Celery installs its own handler, a stop request still unwinds through `finally`.
+    signal.signal(signal.SIGTERM, _exit)
+    import jobs.broker.tasks  # noqa: F401 - registers send_digest with the app
+
+    heartbeat = health.start_heartbeat("beat")
+    try:
+        # The only scheduler, with a worker of its own for the digest queue: the digest is
+        # built and posted here, so GPU workers need no Slack token.
+        app.Worker(
+            hostname="specbench-beat@%h", queues=[DIGEST_QUEUE], pool="solo", concurrency=1,
+            beat=True, schedule_filename=schedule, loglevel="INFO", quiet=True,
+            without_gossip=True, without_mingle=True, without_heartbeat=True,
+            redirect_stdouts=False,
+        ).start()
+    except KeyboardInterrupt:
+        return 1
+    finally:
+        heartbeat.stop()
+    return 0
+
+
+def _exit(*_: Any) -> None:
+    raise SystemExit(0)
+
+
+def _keep_our_logging(**_: Any) -> None:
+    """Celery's setup_logging signal: logging is already configured."""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

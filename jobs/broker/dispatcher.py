@@ -1,0 +1,109 @@
+"""The distributed dispatcher: batches become Celery tasks on Redis, events come back on a
+Redis Stream. The store stays the source of truth; a message only wakes a worker up.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import redis
+
+from jobs.batches.dispatch import QueueEntry, Submitted, Subscription, queue_entries, request_cancel
+from jobs.batches.planning import submit
+from jobs.broker.celery_app import RUN_BATCH, make_app
+from jobs.broker.streams import StreamSink, StreamSubscription, connect
+from jobs.broker.worker import WORKER_KEY, ping, safe_url
+from jobs.core.errors import BrokerError
+from jobs.core.events import make_event
+from jobs.core.plans import BatchPlan
+from jobs.store import TERMINAL_STATES, BatchRow, Store
+
+log = logging.getLogger(__name__)
+
+PING_TIMEOUT_S = 2.0
+
+
+class DistributedDispatcher:
+    mode = "distributed"
+
+    def __init__(self, store: Store, url: str) -> None:
+        self.store = store
+        self.url = url
+        self._client = connect(url, timeout_s=PING_TIMEOUT_S)
+        self._app: Any = None
+        self._checked = False
+
+    def _celery(self) -> Any:
+        if self._app is None:
+            self._app = make_app(self.url)
+        return self._app
+
+    def check_broker(self) -> None:
+        """BrokerError, within about 2 s, unless the broker answers."""
+        ping(self._client, self.url)
+
+    def submit(
+        self,
+        plan: BatchPlan,
+        *,
+        requested_by: str,
+        channel: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Submitted:
+        if not self._checked:  # once per dispatcher: a bot submitting all day pings once
+            self.check_broker()
+            self._checked = True
+        row, created = submit(
+            plan, store=self.store, requested_by=requested_by, channel=channel,
+            idempotency_key=idempotency_key,
+        )
+        live = self.live_workers(row.queue)
+        if not created:
+            return Submitted(row, False, self.position(row), live)
+        try:
+            self._celery().send_task(RUN_BATCH, args=[row.id], queue=row.queue)
+        except Exception as exc:  # noqa: BLE001 - kombu raises many kinds; all mean "unreachable"
+            self.store.delete_batch(row.id)
+            self._checked = False
+            raise BrokerError(f"cannot reach the broker at {safe_url(self.url)}: {exc}") from None
+        position = self.position(row)
+        StreamSink(self._client).emit(make_event(
+            "batch.queued", row.id, queue=row.queue, position=position, preset=row.preset,
+            approaches=[c["approach"] for c in row.plan["configs"]], live_workers=live,
+        ))
+        return Submitted(row, True, position, live)
+
+    def position(self, row: BatchRow) -> int:
+        """1 + the unfinished batches ahead of it on its queue (0 once it has ended)."""
+        if row.state in TERMINAL_STATES:
+            return 0
+        return self.store.count_ahead(row) + 1
+
+    def cancel(self, batch_id: str) -> BatchRow:
+        before = self.store.get_batch(batch_id)
+        row = request_cancel(self.store, batch_id)
+        if before is not None and before.state == "queued" and row.state == "cancelled":
+            # No worker will tell: the batch never started, its message finds it ended.
+            StreamSink(self._client).emit(make_event("batch.cancelled", batch_id,
+                                                     state="cancelled", report=None))
+        return row
+
+    def subscribe(self, *, batch: str | None = None) -> Subscription:
+        return StreamSubscription(connect(self.url), batch=batch)
+
+    def queues(self) -> dict[str, list[QueueEntry]]:
+        return queue_entries(self.store, self.store.list_batches(states=("queued", "running")))
+
+    def live_workers(self, queue_name: str) -> int | None:
+        """Workers whose heartbeat key for this queue is alive; None when Redis is away."""
+        pattern = WORKER_KEY.format(queue=queue_name, worker="*")
+        try:
+            return sum(1 for _ in self._client.scan_iter(match=pattern, count=500))
+        except (redis.RedisError, OSError):
+            return None
+
+    def close(self) -> None:
+        self._client.close()
+        if self._app is not None:
+            self._app.close()

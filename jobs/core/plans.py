@@ -1,0 +1,283 @@
+"""Batch plans: a preset resolved into one configuration per run (baseline first).
+
+Resolution follows SPEC.md: an approach inherits the baseline, then its `extends` chain, then
+its own settings; its declared change is what it sets or inherits, or with `declares` only the
+listed knobs plus its chain's; `--set` applies to every configuration alike.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import yaml
+
+from jobs.core.errors import KnobError, UserError
+from jobs.core.presets import Approach, Preset, Scalar
+from jobs.settings import is_secret_name
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One configuration to run: what the engine needs and what the record must carry."""
+
+    approach: str
+    role: str
+    parent: str | None
+    hypothesis: str
+    change: dict[str, dict[str, Any]]
+    server_args: dict[str, Any]
+    env: dict[str, str]
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """A resolved batch: plain data, JSON-safe, what a worker needs to run it."""
+
+    preset: str
+    engine: str
+    queue: str
+    metric: str
+    lower_is_better: bool
+    min_effect_pct: float
+    reps: int
+    startup_s: float
+    bench_s: float
+    bench: dict[str, Any]
+    configs: tuple[RunConfig, ...]
+    overrides: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+    @property
+    def baseline(self) -> RunConfig:
+        return self.configs[0]
+
+    @property
+    def approaches(self) -> tuple[RunConfig, ...]:
+        return self.configs[1:]
+
+    def config(self, approach: str) -> RunConfig:
+        for config in self.configs:
+            if config.approach == approach:
+                return config
+        raise UserError(f"batch of {self.preset!r} has no approach {approach!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def to_plan(data: dict[str, Any]) -> BatchPlan:
+    """The inverse of `BatchPlan.to_dict` (plans travel as JSON through the store and broker)."""
+    fields = dict(data)
+    fields["configs"] = tuple(RunConfig(**c) for c in fields["configs"])
+    fields["warnings"] = tuple(fields.get("warnings", ()))
+    return BatchPlan(**fields)
+
+
+def parse_sets(items: list[str] | None) -> dict[str, Scalar]:
+    """`KNOB=VALUE` strings, VALUE read as a YAML scalar (`0.80` is 0.8)."""
+    out: dict[str, Scalar] = {}
+    for item in items or []:
+        knob, sep, raw = item.partition("=")
+        knob = knob.strip()
+        if not sep or not knob:
+            raise KnobError(f"--set needs KNOB=VALUE, got {item!r}")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        if isinstance(value, dict | list):
+            raise KnobError(f"--set {knob}: VALUE must be a scalar, got {raw!r}")
+        out[knob] = value
+    return out
+
+
+def resolve(
+    preset: Preset,
+    *,
+    overrides: dict[str, Scalar] | None = None,
+    reps: int | None = None,
+    queue: str | None = None,
+    default_queue: str = "default",
+) -> BatchPlan:
+    """Resolve a preset into a plan; raises KnobError for a bad `--set`, UserError for bad reps."""
+    overrides = dict(overrides or {})
+    if reps is not None and reps < 1:
+        raise UserError(f"--reps must be at least 1, got {reps}")
+    _check_overrides(preset, overrides)
+    env_knobs = _env_knobs(preset)
+    by_name = {a.name: a for a in preset.approaches}
+
+    base_args = _merge({}, preset.baseline.server_args)
+    base_env = dict(preset.baseline.env)
+    _apply(overrides, server_args=base_args, env=base_env, env_knobs=env_knobs)
+    configs = [
+        RunConfig(
+            approach="baseline", role="baseline", parent=None,
+            hypothesis="The preset's baseline", change={"server_args": {}, "env": {}},
+            server_args=base_args, env=base_env,
+        )
+    ]
+    warnings: list[str] = []
+    for approach in preset.approaches:
+        chain = _chain(approach, by_name)
+        args = dict(base_args)
+        env = dict(base_env)
+        for link in chain:
+            args = _merge(args, link.server_args)
+            env.update(link.env)
+        _apply(overrides, server_args=args, env=env, env_knobs=env_knobs)
+        change = _declared_change(chain, server_args=args, env=env)
+        configs.append(
+            RunConfig(
+                approach=approach.name, role="approach", parent=approach.extends,
+                hypothesis=approach.hypothesis, change=change, server_args=args, env=env,
+            )
+        )
+        for knob, ours, theirs in confounds(
+            server_args=args, env=env, change=change,
+            base_args=base_args, base_env=base_env,
+        ):
+            warnings.append(
+                f"{approach.name}: {knob} differs from the baseline ({ours} vs {theirs}) "
+                "but is not declared: its result will be inconclusive"
+            )
+    return BatchPlan(
+        preset=preset.name, engine=preset.engine,
+        queue=queue or preset.queue or default_queue,
+        metric=preset.metric, lower_is_better=preset.lower_is_better,
+        min_effect_pct=preset.min_effect_pct, reps=reps or preset.reps,
+        startup_s=preset.timeouts.startup_s, bench_s=preset.timeouts.bench_s,
+        bench=dict(preset.bench), configs=tuple(configs),
+        overrides=dict(overrides), warnings=tuple(warnings),
+    )
+
+
+def confounds(
+    *,
+    server_args: dict[str, Any],
+    env: dict[str, str],
+    change: dict[str, dict[str, Any]],
+    base_args: dict[str, Any],
+    base_env: dict[str, str],
+) -> list[tuple[str, str, str]]:
+    """(knob, approach value, baseline value) for every undeclared difference."""
+    found: list[tuple[str, str, str]] = []
+    for ours, theirs, declared, is_env in (
+        (server_args, base_args, change.get("server_args", {}), False),
+        (env, base_env, change.get("env", {}), True),
+    ):
+        for knob in sorted(set(ours) | set(theirs)):
+            if knob in declared or _same(ours.get(knob), theirs.get(knob)):
+                continue
+            # SPEC.md: a secret-looking environment variable's value is never shown.
+            secret = is_env and is_secret_name(knob)
+            found.append(
+                (knob, _show(ours.get(knob), secret=secret), _show(theirs.get(knob), secret=secret))
+            )
+    return found
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return float(a) == float(b)
+    return bool(a == b)
+
+
+def _show(value: Any, *, secret: bool = False) -> str:
+    if value is None:
+        return "unset"
+    return "***" if secret else str(value)
+
+
+def _chain(approach: Approach, by_name: dict[str, Approach]) -> list[Approach]:
+    """The approach's ancestors, oldest first, then the approach itself."""
+    chain = [approach]
+    while chain[0].extends is not None:
+        chain.insert(0, by_name[chain[0].extends])
+    return chain
+
+
+def _merge(args: dict[str, Any], extra: dict[str, Scalar]) -> dict[str, Any]:
+    """Server args layered: `false`/`null` removes a flag."""
+    merged = dict(args)
+    for key, value in extra.items():
+        if value is None or value is False:
+            merged.pop(key, None)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _declared_change(
+    chain: list[Approach], *, server_args: dict[str, Any], env: dict[str, str]
+) -> dict[str, dict[str, Any]]:
+    args_knobs: set[str] = set()
+    env_knobs: set[str] = set()
+    for link in chain:
+        if link.declares is None:
+            args_knobs.update(link.server_args)
+            env_knobs.update(link.env)
+        else:
+            for knob in link.declares:
+                (env_knobs if knob in link.env or knob in env else args_knobs).add(knob)
+    # A flag the chain removes (`false`/null) is part of the change too: it reads null.
+    removed = {k for link in chain for k, v in link.server_args.items() if v is None or v is False}
+    return {
+        "server_args": {
+            k: server_args.get(k) for k in sorted(args_knobs) if k in server_args or k in removed
+        },
+        "env": {k: env[k] for k in sorted(env_knobs) if k in env},
+    }
+
+
+def _env_knobs(preset: Preset) -> set[str]:
+    knobs = set(preset.baseline.env)
+    for approach in preset.approaches:
+        knobs.update(approach.env)
+    return knobs
+
+
+def _known_knobs(preset: Preset) -> set[str]:
+    knobs = set(preset.baseline.server_args) | set(preset.overridable) | _env_knobs(preset)
+    for approach in preset.approaches:
+        knobs.update(approach.server_args)
+    return knobs
+
+
+def _check_overrides(preset: Preset, overrides: dict[str, Scalar]) -> None:
+    known = _known_knobs(preset)
+    for knob in overrides:
+        if knob in preset.overridable:
+            continue
+        allowed = ", ".join(preset.overridable) or "none"
+        if knob not in known:
+            hint = difflib.get_close_matches(knob, sorted(known), n=1)
+            suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+            raise KnobError(
+                f"unknown knob {knob!r}{suggestion} in preset {preset.name!r}; "
+                f"overridable: {allowed}"
+            )
+        raise KnobError(
+            f"knob {knob!r} is not overridable in preset {preset.name!r}; overridable: {allowed}"
+        )
+
+
+def _apply(
+    overrides: dict[str, Scalar],
+    *,
+    server_args: dict[str, Any],
+    env: dict[str, str],
+    env_knobs: set[str],
+) -> None:
+    for knob, value in overrides.items():
+        if knob in env_knobs or knob.isupper():
+            if value is None:
+                env.pop(knob, None)
+            else:
+                env[knob] = str(value)
+        elif value is None or value is False:
+            server_args.pop(knob, None)
+        else:
+            server_args[knob] = value

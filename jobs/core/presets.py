@@ -1,0 +1,219 @@
+"""Presets: YAML files in `config/presets/`, loaded into typed, frozen models (SPEC.md's format).
+
+Loading validates every key; an error names the file, the key and, where YAML tells it, the line.
+Resolution (extends, declares, `--set`) lives in `plans.py`.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from jobs import settings
+from jobs.core.errors import PresetError
+
+Scalar = str | int | float | bool | None
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Timeouts(_Frozen):
+    startup_s: float = Field(default=900, gt=0)
+    bench_s: float = Field(default=1800, gt=0)
+
+
+class Config(_Frozen):
+    """The baseline's settings."""
+
+    server_args: dict[str, Scalar] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_as_strings(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: _env_string(v) for k, v in value.items()}
+        return value
+
+
+class Approach(Config):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    hypothesis: str = ""
+    extends: str | None = None
+    declares: tuple[str, ...] | None = None
+
+
+class Preset(_Frozen):
+    name: str = Field(min_length=1)
+    description: str = ""
+    engine: Literal["sglang", "local"] = "sglang"
+    queue: str | None = None
+    metric: str = "output_throughput"
+    lower_is_better: bool = False
+    min_effect_pct: float = Field(default=2.0, ge=0)
+    reps: int = Field(default=3, ge=1)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    bench: dict[str, Scalar] = Field(default_factory=dict)
+    overridable: tuple[str, ...] = ()
+    baseline: Config
+    approaches: tuple[Approach, ...] = Field(min_length=1)
+    source: str = Field(default="", exclude=True)
+
+    def approach(self, name: str) -> Approach:
+        for approach in self.approaches:
+            if approach.name == name:
+                return approach
+        raise PresetError(f"preset {self.name!r} has no approach {name!r}")
+
+
+def _env_string(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+def presets_dir() -> Path:
+    return settings.config_dir() / "presets"
+
+
+def preset_names() -> list[str]:
+    folder = presets_dir()
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def find_preset(name_or_path: str) -> Path:
+    """A preset name (from `config/presets`) or a path to a YAML file."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml") or "/" in name_or_path:
+        if not candidate.is_file():
+            raise PresetError(f"no preset file {name_or_path}")
+        return candidate
+    path = presets_dir() / f"{name_or_path}.yaml"
+    if path.is_file():
+        return path
+    known = preset_names()
+    hint = difflib.get_close_matches(name_or_path, known, n=1)
+    suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+    listing = ", ".join(known) or "none"
+    raise PresetError(f"unknown preset {name_or_path!r}{suggestion}; known presets: {listing}")
+
+
+def load_preset(name_or_path: str) -> Preset:
+    path = find_preset(name_or_path)
+    return parse_preset(path.read_text(encoding="utf-8"), source=str(path), stem=path.stem)
+
+
+def load_all() -> list[Preset]:
+    return [load_preset(name) for name in preset_names()]
+
+
+def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
+    """Validate a preset's YAML; every error is one line naming `source` and the key."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise PresetError(f"{where}: invalid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise PresetError(f"{source}: a preset must be a YAML mapping")
+    try:
+        preset = Preset.model_validate({**data, "source": source})
+    except ValidationError as exc:
+        raise PresetError(_describe(exc, node=node, source=source, data=data)) from None
+    if stem is not None and preset.name != stem:
+        line = _line_of(node, ("name",))
+        raise PresetError(
+            f"{source}{line}: key 'name' is {preset.name!r} but must equal the file's stem {stem!r}"
+        )
+    _check_approaches(preset, node=node, source=source)
+    return preset
+
+
+def _check_approaches(preset: Preset, *, node: yaml.Node | None, source: str) -> None:
+    names = [a.name for a in preset.approaches]
+    seen: set[str] = set()
+    for index, approach in enumerate(preset.approaches):
+        where = f"{source}{_line_of(node, ('approaches', index))}"
+        if approach.name == "baseline":
+            raise PresetError(f"{where}: approaches[{index}].name 'baseline' is reserved")
+        if approach.name in seen:
+            raise PresetError(f"{where}: approaches[{index}].name {approach.name!r} is repeated")
+        seen.add(approach.name)
+        if approach.extends is not None and approach.extends not in names:
+            hint = difflib.get_close_matches(approach.extends, names, n=1)
+            suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
+            where = f"{source}{_line_of(node, ('approaches', index, 'extends'))}"
+            raise PresetError(
+                f"{where}: approaches[{index}].extends names no approach "
+                f"{approach.extends!r}{suggestion}"
+            )
+    by_name = {a.name: a for a in preset.approaches}
+    for approach in preset.approaches:
+        chain = [approach.name]
+        current = approach
+        while current.extends is not None:
+            if current.extends in chain:
+                loop = " -> ".join([*chain, current.extends])
+                raise PresetError(f"{source}: approaches extend each other in a loop: {loop}")
+            chain.append(current.extends)
+            current = by_name[current.extends]
+
+
+def _describe(exc: ValidationError, *, node: yaml.Node | None, source: str, data: Any) -> str:
+    error = exc.errors()[0]
+    loc = tuple(error["loc"])
+    key = _dotted(loc, data)
+    line = _line_of(node, loc)
+    if error["type"] == "extra_forbidden":
+        return f"{source}{line}: unknown key {key!r}"
+    if error["type"] == "missing":
+        return f"{source}{line}: missing key {key!r}"
+    return f"{source}{line}: key {key!r}: {error['msg']}"
+
+
+def _dotted(loc: tuple[Any, ...], data: Any) -> str:
+    parts: list[str] = []
+    current = data
+    for item in loc:
+        if isinstance(item, int):
+            name = None
+            if isinstance(current, list) and item < len(current):
+                current = current[item]
+                name = current.get("name") if isinstance(current, dict) else None
+            parts[-1:] = [f"{parts[-1] if parts else ''}[{name or item}]"]
+        else:
+            parts.append(str(item))
+            current = current.get(item) if isinstance(current, dict) else None
+    return ".".join(parts)
+
+
+def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> str:
+    """':LINE' of the deepest YAML node on the path `loc`, or '' when unknown."""
+    found = node
+    for item in loc:
+        child = None
+        if isinstance(found, yaml.MappingNode):
+            for key_node, value_node in found.value:
+                if key_node.value == item:
+                    child = value_node if item != loc[-1] else key_node
+                    break
+        elif isinstance(found, yaml.SequenceNode) and isinstance(item, int):
+            if item < len(found.value):
+                child = found.value[item]
+        if child is None:
+            break
+        found = child
+    if found is None:
+        return ""
+    return f":{found.start_mark.line + 1}"

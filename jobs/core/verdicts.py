@@ -1,0 +1,193 @@
+"""Verdicts: what one approach did against the batch's baseline (SPEC.md's verdict rules).
+
+Pure functions over run records. The order of the rules is the order of the checks below:
+cancelled/skipped, failed, inconclusive (failed baseline, confound, fingerprint drift, noise),
+then the comparison of medians.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass
+from typing import Any
+
+from jobs.core.plans import confounds
+from jobs.core.records import RunRecord
+from jobs.core.rules import RuleSet, cause_of
+from jobs.settings import redact
+
+DRIFT_KEYS = ("gpu", "gpu_count", "driver", "cuda", "torch", "sglang", "nccl")
+VERDICTS = (
+    "improved", "regressed", "unchanged", "inconclusive", "failed", "cancelled", "skipped",
+)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """How a batch is judged: the metric, its direction and the smallest effect that counts."""
+
+    name: str = "output_throughput"
+    min_effect_pct: float = 2.0
+    lower_is_better: bool = False
+
+
+@dataclass(frozen=True)
+class Verdict:
+    verdict: str
+    cause: str | None
+    value: float | None
+    delta_pct: float | None
+    why: str
+    # Why an inconclusive verdict is inconclusive: baseline | confound | drift | noise.
+    reason: str | None = None
+    confound: tuple[str, str, str] | None = None
+
+
+def median(samples: list[float]) -> float | None:
+    return float(statistics.median(samples)) if samples else None
+
+
+def change_pct(value: float, reference: float, *, lower_is_better: bool) -> float | None:
+    """Relative change in percent, positive meaning better; None against a zero reference."""
+    if reference == 0:
+        return None
+    delta = (value - reference) / reference * 100.0
+    return -delta if lower_is_better else delta
+
+
+def has_failed(record: RunRecord, metric: str) -> bool:
+    return record.status in ("failed", "timeout") or not record.samples(metric)
+
+
+def judge(
+    record: RunRecord, baseline: RunRecord, *, metric: Metric, rules: RuleSet
+) -> Verdict:
+    """The verdict of one approach against the baseline."""
+    samples = record.samples(metric.name)
+    value = median(samples)
+    if record.status in ("cancelled", "skipped"):
+        why = (
+            "stopped by a cancel before it finished"
+            if record.status == "cancelled"
+            else "never started: the batch was cancelled"
+        )
+        return Verdict(record.status, None, value, None, why)
+    if has_failed(record, metric.name):
+        return _failed(record, metric=metric, rules=rules)
+
+    base_samples = baseline.samples(metric.name)
+    base_value = median(base_samples)
+    delta = None
+    if base_value is not None and value is not None:
+        raw = change_pct(value, base_value, lower_is_better=metric.lower_is_better)
+        delta = None if raw is None else round(raw, 1)
+
+    if has_failed(baseline, metric.name) or base_value is None:
+        problem = _baseline_problem(baseline, metric.name)
+        why = f"the baseline failed ({problem}): nothing to compare"
+        return Verdict("inconclusive", None, value, delta, why, reason="baseline")
+    found = confounds(
+        server_args=record.server_args, env=record.env, change=record.change,
+        base_args=baseline.server_args, base_env=baseline.env,
+    )
+    if found:
+        knob, ours, theirs = found[0]
+        others = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+        why = (
+            f"{knob} differs from the baseline ({ours} vs {theirs}) but is not the declared "
+            f"change{others}: the confound, not the hypothesis, may explain the result"
+        )
+        return Verdict(
+            "inconclusive", None, value, delta, why, reason="confound", confound=found[0]
+        )
+    drift = fingerprint_drift(record.fingerprint, baseline.fingerprint)
+    if drift:
+        key, ours, theirs = drift
+        why = f"ran on a different {key} than the baseline ({ours} vs {theirs})"
+        return Verdict("inconclusive", None, value, delta, why, reason="drift")
+    assert value is not None
+    return compare(samples, base_samples, metric=metric, value=value, delta=delta)
+
+
+def compare(
+    samples: list[float],
+    base_samples: list[float],
+    *,
+    metric: Metric,
+    value: float,
+    delta: float | None,
+) -> Verdict:
+    """Rule 4: the medians' relative change, then the overlap of the [min, max] ranges."""
+    base_value = median(base_samples)
+    assert base_value is not None
+    raw = change_pct(value, base_value, lower_is_better=metric.lower_is_better)
+    if raw is None:
+        return Verdict(
+            "inconclusive", None, value, None, "the baseline's value is 0: no relative change",
+            reason="noise",
+        )
+    # Rounded so that scaling every value by a constant cannot flip a verdict on a float ulp.
+    decisive = round(raw, 6)
+    shown = f"{delta:+.1f}%"
+    unit = f"{_fmt(value)} vs {_fmt(base_value)}"
+    if abs(decisive) < metric.min_effect_pct:
+        why = f"{shown} ({unit}) is below the {metric.min_effect_pct:g}% minimum effect"
+        return Verdict("unchanged", None, value, delta, why)
+    if decisive == 0:  # neither positive nor negative, even with a minimum effect of 0
+        return Verdict("unchanged", None, value, delta, f"{shown} ({unit}): no change")
+    if len(samples) >= 2 and len(base_samples) >= 2:
+        lo, hi = min(samples), max(samples)
+        base_lo, base_hi = min(base_samples), max(base_samples)
+        if not (hi < base_lo or lo > base_hi):
+            why = (
+                f"{shown} but the ranges overlap ([{_fmt(lo)}, {_fmt(hi)}] vs "
+                f"[{_fmt(base_lo)}, {_fmt(base_hi)}]): too noisy, more repetitions needed"
+            )
+            return Verdict("inconclusive", None, value, delta, why, reason="noise")
+    verdict = "improved" if decisive > 0 else "regressed"
+    return Verdict(verdict, None, value, delta, f"{shown} ({unit})")
+
+
+def fingerprint_drift(
+    ours: dict[str, Any], theirs: dict[str, Any]
+) -> tuple[str, str, str] | None:
+    """The first fingerprint key both sides know and that differs, with both values."""
+    for key in DRIFT_KEYS:
+        a, b = ours.get(key), theirs.get(key)
+        if a is not None and b is not None and str(a) != str(b):
+            return key, str(a), str(b)
+    return None
+
+
+def _failed(record: RunRecord, *, metric: Metric, rules: RuleSet) -> Verdict:
+    tag, line = cause_of(log_tail=record.log_tail, status=record.status, rules=rules)
+    line = redact(line, record.env)  # the run's own secret env values, quoted from its log
+    if record.status == "ok" and tag == "crash":
+        why = f"no repetition produced {metric.name}"
+    elif record.status == "timeout" and tag == "timeout":
+        why = f"timed out: {line}" if line else "timed out"
+    else:
+        why = f"{rules.explain(tag)}: “{_clip(line)}”" if line else rules.explain(tag)
+    return Verdict("failed", tag, None, None, why)
+
+
+def _baseline_problem(baseline: RunRecord, metric: str) -> str:
+    if baseline.status in ("failed", "timeout"):
+        return baseline.status
+    if not baseline.samples(metric):
+        return f"no {metric}"
+    return baseline.status
+
+
+_LOG_PREFIX = re.compile(r"^\[[^\]]*\d{2}:\d{2}:\d{2}[^\]]*\]\s*")
+
+
+def _clip(text: str, limit: int = 160) -> str:
+    """One line of evidence: the log's timestamp prefix dropped, long lines cut."""
+    text = _LOG_PREFIX.sub("", " ".join(text.split()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _fmt(value: float) -> str:
+    return f"{value:.4g}" if abs(value) < 1000 else f"{value:.0f}"

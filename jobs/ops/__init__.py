@@ -1,0 +1,1 @@
+"""Operations: structured logs and health checks for the long-running processes."""

@@ -1,0 +1,138 @@
+"""The store's schema: the tables Alembic migrates (`jobs/store/migrations`) and row snapshots.
+
+`Batch` and `Run` are SQLAlchemy 2 models; `BatchRow` is the frozen snapshot the store hands
+out, so that no ORM object (and no session) leaks past `jobs.store`.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    DateTime,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    false,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import TypeDecorator
+
+
+class UTCDateTime(TypeDecorator[datetime]):
+    """A tz-aware UTC datetime on every backend (SQLite keeps it naive, in UTC)."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value} given to the store; use UTC")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Batch(Base):
+    __tablename__ = "batches"
+    __table_args__ = (
+        UniqueConstraint("idempotency_key", name="uq_batches_idempotency_key"),
+        Index("ix_batches_state_queue", "state", "queue"),
+        Index("ix_batches_created_at", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    preset: Mapped[str] = mapped_column(String(255))
+    engine: Mapped[str] = mapped_column(String(64))
+    queue: Mapped[str] = mapped_column(String(255))
+    state: Mapped[str] = mapped_column(String(32))
+    requested_by: Mapped[str] = mapped_column(String(255))
+    channel: Mapped[str | None] = mapped_column(String(255))
+    thread_ts: Mapped[str | None] = mapped_column(String(64))
+    host: Mapped[str | None] = mapped_column(String(255))
+    plan: Mapped[str] = mapped_column(Text)
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    lease_owner: Mapped[str | None] = mapped_column(String(255))
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    report: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    # The chat thread's posting state (0002_slack_posts): a restarted bot resumes from it.
+    progress_ts: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    summary_claim_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    summary_posted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+    __table_args__ = (UniqueConstraint("batch_id", "approach", name="uq_runs_batch_approach"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    batch_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("batches.id", ondelete="CASCADE", name="fk_runs_batch_id_batches")
+    )
+    position: Mapped[int] = mapped_column(Integer)
+    approach: Mapped[str] = mapped_column(String(255))
+    role: Mapped[str] = mapped_column(String(32))
+    status: Mapped[str] = mapped_column(String(32))
+    record: Mapped[str] = mapped_column(Text)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+@dataclass(frozen=True)
+class BatchRow:
+    """A snapshot of one batch; `plan` and `report` decoded."""
+
+    id: str
+    preset: str
+    engine: str
+    queue: str
+    state: str
+    requested_by: str
+    channel: str | None
+    thread_ts: str | None
+    host: str | None
+    plan: dict[str, Any]
+    idempotency_key: str | None
+    cancel_requested: bool
+    lease_owner: str | None
+    lease_expires_at: datetime | None
+    created_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+    report: dict[str, Any] | None
+    error: str | None
+
+
+def to_batch_row(batch: Batch) -> BatchRow:
+    return BatchRow(
+        id=batch.id, preset=batch.preset, engine=batch.engine, queue=batch.queue,
+        state=batch.state, requested_by=batch.requested_by, channel=batch.channel,
+        thread_ts=batch.thread_ts, host=batch.host, plan=json.loads(batch.plan),
+        idempotency_key=batch.idempotency_key, cancel_requested=bool(batch.cancel_requested),
+        lease_owner=batch.lease_owner, lease_expires_at=batch.lease_expires_at,
+        created_at=batch.created_at, started_at=batch.started_at, finished_at=batch.finished_at,
+        report=None if batch.report is None else json.loads(batch.report), error=batch.error,
+    )
