@@ -14,7 +14,7 @@ import sys
 from typing import TextIO
 
 from bot.chat.router import Caller, Reply, Router
-from bot.thread.batch_thread import Message, Upload
+from bot.thread.messages import Message, Upload
 from bot.thread.thread_hub import ThreadHub
 from jobs import settings
 from jobs.batches.dispatch import Dispatcher
@@ -25,7 +25,7 @@ PROMPT = "specbench> "
 
 
 class ConsolePoster:
-    """bot.thread.batch_thread' Poster on a text stream; uploads are saved under the data dir."""
+    """bot.thread.messages' Poster on a text stream; uploads are saved under the data dir."""
 
     def __init__(self, out: TextIO) -> None:
         self.out = out

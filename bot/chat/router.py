@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bot.thread.batch_thread import Upload
+from bot.thread.messages import Upload
 from jobs import settings
 from jobs.batches.dispatch import Dispatcher, Submitted
 from jobs.core.errors import UserError

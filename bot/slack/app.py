@@ -31,7 +31,8 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat.router import Access, Caller, Router
-from bot.thread.batch_thread import Feed, Message, Upload, logs_message
+from bot.thread.messages import Feed, Message, Upload
+from bot.thread.summary_message import logs_message
 from bot.thread.thread_hub import ThreadHub
 from jobs.batches.dispatch import Dispatcher
 from jobs.core.errors import InfraError

@@ -10,18 +10,15 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from bot.thread.batch_thread import (
-    EARLY_BATCHES,
-    Ack,
-    BatchThread,
-    Feed,
-    Poster,
-)
+from bot.thread.batch_thread import BatchThread
+from bot.thread.messages import Ack, Feed, Poster
 from jobs.batches.dispatch import Dispatcher, Submitted
 from jobs.core.events import Event
 from jobs.store import TERMINAL_STATES
 
 log = logging.getLogger(__name__)
+
+EARLY_BATCHES = 100  # batches whose events wait for their thread to open, at most
 
 
 class ThreadHub:

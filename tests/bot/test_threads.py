@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from bot.thread.batch_thread import Message, Upload
+from bot.thread.messages import Message, Upload
 from bot.thread.thread_hub import ThreadHub
 from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.batches.planning import plan_batch

@@ -1,0 +1,113 @@
+"""The progress message of a batch's thread, edited in place: one row per approach, each as the
+latest event (or the stored run) left it, and the `Coalescer` that holds a thread's edits back to
+one round every `interval` seconds, so that intermediate states coalesce into the latest one.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from bot.thread.messages import Message, render_message
+from jobs.core.events import Event
+from jobs.core.records import RunRecord
+
+VERDICT_ICONS = {"improved": "▲", "regressed": "▼", "unchanged": "=", "inconclusive": "?",
+                 "failed": "✗", "cancelled": "■", "skipped": "·", "ok": "✓"}
+
+
+@dataclass
+class ProgressRow:
+    approach: str
+    icon: str = "·"
+    detail: str = "waiting"
+    done: bool = False
+
+
+@dataclass
+class ProgressMessage:
+    """What the progress message shows: a row per approach and, once started, the elapsed time."""
+
+    batch: str
+    rows: dict[str, ProgressRow]
+    started_at: float | None = None  # time.monotonic() at batch.started
+
+    @classmethod
+    def of(cls, batch: str, approaches: Iterable[str]) -> ProgressMessage:
+        return cls(batch, {a: ProgressRow(a) for a in approaches})
+
+    def add_records(self, records: Iterable[RunRecord]) -> None:
+        """The rows of the approaches whose run is stored, unless already ended."""
+        for record in records:
+            row = self.rows.get(record.approach)
+            if row is not None and not row.done:
+                self.rows[record.approach] = to_stored_row(record)
+
+    def apply(self, event: Event) -> bool:
+        """Update the rows from one event; True when the message changed."""
+        kind = event.get("type")
+        if kind == "batch.started":
+            self.started_at = time.monotonic()
+        elif kind == "approach.phase" and event.get("approach") in self.rows:
+            row = self.rows[event["approach"]]
+            phase = event.get("phase", "")
+            row.icon, row.detail = "▶", (
+                f"repetition {event.get('rep')} of {event.get('reps')}"
+                if phase == "repetition" else str(phase)
+            )
+        elif kind == "approach.finished" and event.get("approach") in self.rows:
+            self.rows[event["approach"]] = to_finished_row(event)
+        else:
+            return False
+        return True
+
+    def render(self, *, final: str | None = None) -> Message:
+        """The message (not yet scrubbed of secrets); `final` is the batch's end state."""
+        elapsed = None if self.started_at is None else time.monotonic() - self.started_at
+        return render_message(
+            "batch_progress", batch=self.batch, rows=list(self.rows.values()), final=final,
+            elapsed=elapsed, finished=sum(r.done for r in self.rows.values()),
+        )
+
+
+def to_finished_row(event: Event) -> ProgressRow:
+    """An approach.finished event's row: its verdict, value, change and cause."""
+    verdict = event.get("verdict") or event.get("status") or "done"
+    detail = str(verdict)
+    if event.get("value") is not None:
+        detail += f" {event['value']:.4g}"
+    if event.get("delta_pct") is not None:
+        detail += f" ({event['delta_pct']:+.1f}%)"
+    if event.get("cause"):
+        detail += f" [{event['cause']}]"
+    return ProgressRow(str(event.get("approach")), VERDICT_ICONS.get(verdict, "✓"), detail, True)
+
+
+def to_stored_row(record: RunRecord) -> ProgressRow:
+    return ProgressRow(record.approach, "✓" if record.status == "ok" else "✗", record.status, True)
+
+
+@dataclass
+class Coalescer:
+    """A thread's edits, at most one round every `interval` seconds: what changes in between
+    is only marked pending (`progress`, `parent`) and shown once, as it is at the next round."""
+
+    interval: float
+    progress: bool = False  # the progress message changed since its last edit
+    parent: bool = False  # the parent message did
+    flushed_at: float = 0.0  # time.monotonic() of the last round
+
+    @property
+    def is_pending(self) -> bool:
+        return self.progress or self.parent
+
+    def is_due(self) -> bool:
+        return time.monotonic() - self.flushed_at >= self.interval
+
+    def remaining(self) -> float:
+        """Seconds until the next round may start."""
+        return max(self.flushed_at + self.interval - time.monotonic(), 0.0)
+
+    def flushed(self) -> None:
+        self.flushed_at = time.monotonic()

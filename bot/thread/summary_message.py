@@ -1,0 +1,77 @@
+"""The end of a batch's thread: the summary reply with its buttons, its uploads (the chart and
+the run records), and what the summary's Show-logs button answers."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from bot.thread.messages import Message, Upload
+from jobs import settings
+from jobs.charts.summary import to_chart_png
+from jobs.core.messages import (
+    environment,
+    fit_blocks,
+    render_report,
+    render_text,
+    summary_payload,
+)
+from jobs.core.plans import BatchPlan
+from jobs.core.records import RunRecord
+
+LOG_LINES = 40
+
+
+def summary_message(report: dict[str, Any], *, batch_id: str) -> Message:
+    """The summary (not yet scrubbed of secrets), with Retry and Show-logs buttons when some
+    approaches failed or were inconclusive."""
+    payload = summary_payload(report)
+    results = report.get("results", [])
+    inconclusive = [r["approach"] for r in results if r.get("verdict") == "inconclusive"]
+    failed = [r["approach"] for r in results if r.get("verdict") == "failed"]
+    blocks = fit_blocks(payload["blocks"])
+    if inconclusive or failed:
+        raw = environment().get_template("batch_summary_actions.slack.j2").render(
+            batch=batch_id, inconclusive=inconclusive, failed=failed)
+        blocks = blocks[: 49] + json.loads(raw)
+    return Message(text=render_report(report, "text"), blocks=blocks, fallback=payload["text"])
+
+
+def summary_uploads(
+    records: list[RunRecord], *, batch_id: str, plan: BatchPlan,
+    redact: Callable[[str], str],
+) -> list[Upload]:
+    """The chart (when there is one to draw) and the run records as JSON lines, redacted."""
+    files: list[Upload] = []
+    png = to_chart_png(records, metric=plan.metric, lower_is_better=plan.lower_is_better)
+    if png is not None:
+        files.append(Upload(f"{batch_id}-chart.png", png,
+                            f"{plan.metric}: each approach against the baseline"))
+    lines = [redact(json.dumps(_shown(r))) for r in records]
+    files.append(Upload(f"{batch_id}-runs.jsonl", ("\n".join(lines) + "\n").encode(),
+                        f"run records of {batch_id}"))
+    return files
+
+
+def _shown(record: RunRecord) -> dict[str, Any]:
+    """A run record as it may be uploaded: secret env values read ***, the log redacted."""
+    data = record.to_dict()
+    data["env"] = settings.redact_env(dict(record.env))
+    data["log_tail"] = settings.redact(record.log_tail, record.env)
+    return data
+
+
+def logs_message(*, store: Any, batch_id: str) -> Message:
+    """The failed approaches' log tails (the Show-logs button), redacted."""
+    records = store.records(batch_id)
+    secrets = {k: v for r in records for k, v in r.env.items() if settings.is_secret_name(k)}
+    logs = []
+    for r in records:
+        if r.status in ("failed", "timeout"):
+            lines = settings.redact(r.log_tail, secrets).splitlines()[-LOG_LINES:]
+            tail = "\n".join(lines)[-2800:].replace("```", "'''")
+            logs.append({"approach": r.approach, "status": r.status, "cause": None,
+                         "lines": len(lines), "tail": tail})
+    text = render_text("batch_logs", batch=batch_id, logs=logs)
+    return Message(text=settings.redact(text, secrets))
