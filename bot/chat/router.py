@@ -1,69 +1,30 @@
-"""The command router shared by Slack and the console: a line in, reply data out.
+"""The chat line parser shared by Slack and the console: a line in, reply data out.
 
-`Router.handle` parses `[/specbench] COMMAND ...`, checks who may do it, calls the dispatcher or
-the store, and returns a `Reply`; it never sends anything itself. A `run` or `retry` reply names
-the batch it started: the surface then opens the batch's thread (bot.thread.batch_thread).
+`Router.handle` splits `[/specbench] COMMAND ...`, calls the command (`jobs.commands`) and
+renders its data with the shared views; it never sends anything itself. A `run` or `retry`
+reply names the batch it started: the surface then opens the batch's thread (bot.thread).
 """
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
-import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot import views
 from bot.thread.messages import Upload
-from jobs import settings
 from jobs.batches.dispatch import Dispatcher, Submitted
+from jobs.commands import CHAT_COMMANDS as COMMANDS
+from jobs.commands import cancel, digest, help, history, presets, retry, run, show, status
+from jobs.commands.context import Access, Caller, Context
 from jobs.core.errors import UserError
-from jobs.core.messages import render_text, summary_payload
-from jobs.core.plans import BatchPlan, parse_sets, to_plan
 from jobs.engines.base import Engine
-from jobs.store import TERMINAL_STATES, BatchRow
 
-COMMANDS = ("run", "status", "cancel", "retry", "show", "presets", "history", "digest", "help")
+__all__ = ["COMMANDS", "Access", "Caller", "Reply", "Router", "parse_options", "split_line"]
+
 PREFIX = "/specbench"
-HISTORY_ROWS = 10
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who typed the line, and where; `surface` is "slack" or "console"."""
-
-    user: str
-    channel: str | None = None
-    surface: str = "slack"
-
-
-@dataclass(frozen=True)
-class Access:
-    """SPEC.md's allow-lists; empty means everyone, every channel."""
-
-    users: frozenset[str] = frozenset()
-    channels: frozenset[str] = frozenset()
-    admins: frozenset[str] = frozenset()
-
-    @classmethod
-    def from_env(cls) -> Access:
-        return cls(
-            users=settings.id_list("SPECBENCH_ALLOWED_USERS"),
-            channels=settings.id_list("SPECBENCH_ALLOWED_CHANNELS"),
-            admins=settings.id_list("SPECBENCH_ADMINS"),
-        )
-
-    def refusal(self, caller: Caller) -> str | None:
-        """Why this caller may not launch a batch here, or None."""
-        if self.users and caller.user not in self.users:
-            return f"user {caller.user} is not on SPECBENCH_ALLOWED_USERS"
-        if self.channels and caller.channel not in self.channels:
-            return "batches cannot be launched from this channel (SPECBENCH_ALLOWED_CHANNELS)"
-        return None
-
-    def may_cancel(self, caller: Caller, row: BatchRow) -> bool:
-        return caller.user == row.requested_by or caller.user in self.admins
 
 
 @dataclass(frozen=True)
@@ -90,162 +51,99 @@ class Router:
         try:
             words = split_line(line)
         except ValueError as exc:
-            return self._error(f"cannot read that line: {exc}")
+            return _error(f"cannot read that line: {exc}")
         if not words or words[0] not in COMMANDS:
-            return self._unknown(words[0] if words else "")
+            return _unknown(words[0] if words else "")
         command, args = words[0], words[1:]
+        ctx = Context(store=self.dispatcher.store, caller=caller, access=self.access,
+                      make_dispatcher=lambda: self.dispatcher, engine_for=self.engine_for)
         try:
-            if command in ("run", "retry"):
-                refusal = self.access.refusal(caller) if caller.surface == "slack" else None
-                if refusal is not None:
-                    return self._error(f"refused: {refusal}")
-            handler: Callable[..., Reply] = getattr(self, f"_{command}")
-            return handler(args, caller=caller, key=idempotency_key)
+            if command in ("run", "retry") and (refusal := self.access.refusal(caller)):
+                return _error(f"refused: {refusal}")
+            handler: Callable[[list[str], Context, str | None], Reply] = _HANDLERS[command]
+            return handler(args, ctx, idempotency_key)
         except UserError as exc:
-            return self._error(str(exc))
+            return _error(str(exc))
 
-    def _run(self, args: list[str], *, caller: Caller, key: str | None) -> Reply:
-        preset, sets, reps, rest = parse_options(args, usage="run PRESET [--set K=V]... [--reps N]")
-        if len(rest) != 1 or rest[0] != preset:
-            raise UserError("usage: run PRESET [--set KNOB=VALUE]... [--reps N]")
-        from jobs.batches.planning import plan_batch
 
-        plan = plan_batch(preset, overrides=parse_sets(sets), reps=reps)
-        return self._submit(plan, caller=caller, key=key)
+def _run(args: list[str], ctx: Context, key: str | None) -> Reply:
+    usage = "run PRESET [--set KNOB=VALUE]... [--reps N]"
+    preset, sets, reps, rest = parse_options(args, usage=usage)
+    if len(rest) != 1:
+        raise UserError(f"usage: {usage}")
+    data = run.run(ctx, run.RunArgs(preset=preset, sets=sets, reps=reps), idempotency_key=key)
+    return _started(data)
 
-    def _retry(self, args: list[str], *, caller: Caller, key: str | None) -> Reply:
-        usage = "retry BATCH APPROACH[,APPROACH...] [--set K=V]... [--reps N]"
-        _, sets, reps, rest = parse_options(args, usage=usage)
-        if len(rest) != 2:
-            raise UserError(f"usage: {usage}")
-        row = self._batch(rest[0])
-        old = to_plan(row.plan)
-        names = [n for n in rest[1].split(",") if n]
-        known = [c.approach for c in old.approaches]
-        for name in names:
-            if name not in known:
-                hint = did_you_mean(name, known)
-                raise UserError(f"batch {row.id} has no approach {name!r}{hint}")
-        from jobs.batches.planning import plan_batch
 
-        overrides = {**old.overrides, **parse_sets(sets)}
-        plan = plan_batch(row.preset, overrides=overrides, reps=reps or old.reps, queue=row.queue)
-        keep = [c for c in plan.configs if c.role == "baseline" or c.approach in names]
-        plan = dataclasses.replace(
-            plan, configs=tuple(keep),
-            warnings=tuple(w for w in plan.warnings if w.split(":", 1)[0] in names),
-        )
-        return self._submit(plan, caller=caller, key=key)
+def _retry(args: list[str], ctx: Context, key: str | None) -> Reply:
+    usage = "retry BATCH APPROACH[,APPROACH...] [--set K=V]... [--reps N]"
+    _, sets, reps, rest = parse_options(args, usage=usage)
+    if len(rest) != 2:
+        raise UserError(f"usage: {usage}")
+    names = [n for n in rest[1].split(",") if n]
+    data = retry.retry(ctx, retry.RetryArgs(batch=rest[0], approaches=names, sets=sets,
+                                            reps=reps), idempotency_key=key)
+    return _started(data)
 
-    def _submit(self, plan: BatchPlan, *, caller: Caller, key: str | None) -> Reply:
-        from jobs.batches.planning import check_flags
-        from jobs.engines import get_engine
 
-        check_flags(plan, (self.engine_for or get_engine)(plan.engine))
-        submitted = self.dispatcher.submit(
-            plan, requested_by=caller.user, channel=caller.channel, idempotency_key=key
-        )
-        row = submitted.batch
-        verb = "queued" if submitted.created else "already submitted"
-        text = f"batch {row.id} ({row.preset}) {verb}, position {submitted.position} on {row.queue}"
-        return Reply(text=text, started=submitted, warnings=plan.warnings)
+def _started(data: run.Started) -> Reply:
+    return Reply(text=views.started(data), started=data.submitted, warnings=data.warnings)
 
-    def _status(self, args: list[str], *, caller: Caller, key: str | None) -> Reply:
-        queues = [
-            {"queue": name, "live_workers": self.dispatcher.live_workers(name),
-             "batches": [
-                 {"batch": e.batch.id, "preset": e.batch.preset, "state": e.batch.state,
-                  "position": e.position, "eta_s": e.eta_s, "requested_by": e.batch.requested_by,
-                  "host": e.batch.host}
-                 for e in members]}
-            for name, members in sorted(self.dispatcher.queues().items())
-        ]
-        return Reply(text=render_text("status", queues=queues))
 
-    def _cancel(self, args: list[str], *, caller: Caller, key: str | None) -> Reply:
-        if len(args) > 1:
-            raise UserError("usage: cancel [BATCH]")
-        if args:
-            row = self._batch(args[0])
-        else:
-            mine = [
-                r for r in self.dispatcher.store.list_batches(states=("queued", "running"))
-                if r.requested_by == caller.user
-            ]
-            if not mine:
-                raise UserError("you have no queued or running batch; name one: cancel BATCH")
-            row = mine[-1]
-        if caller.surface == "slack" and not self.access.may_cancel(caller, row):
-            return self._error(
-                f"refused: only {row.requested_by} or an admin may cancel batch {row.id}"
-            )
-        if row.state in TERMINAL_STATES:
-            return Reply(text=f"batch {row.id} already ended ({row.state})")
-        self.dispatcher.cancel(row.id)
-        return Reply(text=f"batch {row.id}: cancel requested by {caller.user}", ephemeral=False)
+def _status(args: list[str], ctx: Context, key: str | None) -> Reply:
+    return Reply(text=views.status(status.status(ctx)))
 
-    def _show(self, args: list[str], *, caller: Caller, key: str | None) -> Reply:
-        if len(args) > 1:
-            raise UserError("usage: show [BATCH]")
-        store = self.dispatcher.store
-        row = self._batch(args[0]) if args else store.latest_batch()
-        if row is None:
-            raise UserError("no batch stored yet")
-        report = report_of(row, store=store)
-        from jobs.core.messages import render_report
 
-        payload = summary_payload(report)
-        secrets = {k: v for c in row.plan["configs"] for k, v in c["env"].items()
-                   if settings.is_secret_name(k)}
-        text = settings.redact(render_report(report, "text"), secrets)
-        blocks = json.loads(settings.redact(json.dumps(payload["blocks"]), secrets))
-        return Reply(text=text, blocks=blocks)
+def _cancel(args: list[str], ctx: Context, key: str | None) -> Reply:
+    if len(args) > 1:
+        raise UserError("usage: cancel [BATCH]")
+    data = cancel.cancel(ctx, args[0] if args else None)
+    return Reply(text=views.cancelled(data), ephemeral=data.outcome == "already-ended")
 
-    def _presets(self, args: list[str], *, caller: Caller, key: str | None) -> Reply:
-        from jobs.core.presets import load_all
 
-        return Reply(text=render_text("presets", presets=load_all()))
+def _show(args: list[str], ctx: Context, key: str | None) -> Reply:
+    if len(args) > 1:
+        raise UserError("usage: show [BATCH]")
+    data = show.show(ctx, args[0] if args else None)
+    return Reply(text=views.shown(data), blocks=views.shown_blocks(data))
 
-    def _history(self, args: list[str], *, caller: Caller, key: str | None) -> Reply:
-        rows = self.dispatcher.store.list_batches()[-HISTORY_ROWS:]
-        items = [_summary_line(r) for r in reversed(rows)]
-        return Reply(text=render_text("history", items=items))
 
-    def _digest(self, args: list[str], *, caller: Caller, key: str | None) -> Reply:
-        from jobs.core.messages import render_blocks
-        from jobs.core.trends import digest_with_trend
+def _presets(args: list[str], ctx: Context, key: str | None) -> Reply:
+    return Reply(text=views.presets(presets.presets(ctx)))
 
-        digest, chart = digest_with_trend(
-            self.dispatcher.store, days=7.0, tz=settings.timezone()
-        )
-        text = render_text("digest", digest=digest)
-        payload = render_blocks("digest", fallback=text, digest=digest, chart=chart is not None)
-        uploads = () if chart is None else (
-            Upload("specbench-digest-trend.png", chart,
-                   "Best value per preset and hardware, day by day"),)
-        return Reply(text=text, blocks=payload["blocks"], ephemeral=False, uploads=uploads)
 
-    def _help(self, args: list[str], *, caller: Caller, key: str | None) -> Reply:
-        return Reply(text=render_text("help", commands=COMMANDS))
+def _history(args: list[str], ctx: Context, key: str | None) -> Reply:
+    return Reply(text=views.history(history.history(ctx)))
 
-    def _batch(self, batch_id: str) -> BatchRow:
-        row = self.dispatcher.store.get_batch(batch_id)
-        if row is None:
-            known = [r.id for r in self.dispatcher.store.list_batches()[-50:]]
-            raise UserError(f"unknown batch {batch_id!r}{did_you_mean(batch_id, known)}")
-        return row
 
-    def _unknown(self, word: str) -> Reply:
-        hint = difflib.get_close_matches(word, COMMANDS, n=1) if word else []
-        return Reply(
-            text=render_text("error", message=f"unknown command {word!r}" if word else "",
-                             hint=hint[0] if hint else None, usage=True),
-            exit_code=2,
-        )
+def _digest(args: list[str], ctx: Context, key: str | None) -> Reply:
+    data = digest.digest(ctx, days=7.0)
+    text = views.digest(data)
+    uploads = () if data.chart is None else (
+        Upload(digest.CHART_NAME, data.chart, digest.CHART_TITLE),)
+    return Reply(text=text, blocks=views.digest_payload(data, fallback=text)["blocks"],
+                 ephemeral=False, uploads=uploads)
 
-    def _error(self, message: str) -> Reply:
-        return Reply(text=render_text("error", message=message, hint=None, usage=False),
-                     exit_code=2)
+
+def _help(args: list[str], ctx: Context, key: str | None) -> Reply:
+    return Reply(text=views.help_(help.help_(ctx)))
+
+
+_HANDLERS: dict[str, Callable[[list[str], Context, str | None], Reply]] = {
+    "run": _run, "retry": _retry, "status": _status, "cancel": _cancel, "show": _show,
+    "presets": _presets, "history": _history, "digest": _digest, "help": _help,
+}
+
+
+def _unknown(word: str) -> Reply:
+    hint = difflib.get_close_matches(word, COMMANDS, n=1) if word else []
+    message = f"unknown command {word!r}" if word else ""
+    return Reply(text=views.error(message, hint=hint[0] if hint else None, usage=True),
+                 exit_code=2)
+
+
+def _error(message: str) -> Reply:
+    return Reply(text=views.error(message), exit_code=2)
 
 
 def split_line(line: str) -> list[str]:
@@ -284,31 +182,3 @@ def parse_options(args: list[str], *, usage: str) -> tuple[str, list[str], int |
     if not rest:
         raise UserError(f"usage: {usage}")
     return rest[0], sets, reps, rest
-
-
-def did_you_mean(word: str, known: list[str]) -> str:
-    hint = difflib.get_close_matches(word, known, n=1)
-    return f" (did you mean {hint[0]!r}?)" if hint else ""
-
-
-def report_of(row: BatchRow, *, store: Any) -> dict[str, Any]:
-    """The batch's stored report, or one built from its records so far."""
-    if row.report is not None:
-        return row.report
-    from jobs.batches.execution import build_report
-
-    records = store.records(row.id)
-    if not any(r.role == "baseline" for r in records):
-        raise UserError(f"batch {row.id} ({row.state}) has no baseline record yet")
-    report = build_report(records, to_plan(row.plan))
-    report["state"] = row.state
-    return report
-
-
-def _summary_line(row: BatchRow) -> dict[str, Any]:
-    report = row.report or {}
-    return {
-        "batch": row.id, "preset": row.preset, "state": row.state, "by": row.requested_by,
-        "when": row.created_at.strftime("%Y-%m-%d %H:%M"),
-        "counts": report.get("counts") or {}, "best": report.get("key_achievement"),
-    }

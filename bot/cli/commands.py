@@ -1,103 +1,71 @@
-"""The command line's commands: each parses nothing, loads what it needs, calls the core."""
+"""The command line's commands: argv in, a command of `jobs.commands` called, its data
+rendered with the shared views (`bot.views`) on stdout. `run` also follows its batch."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
-from jobs.core.errors import InfraError, RecordError, UserError
+from jobs.core.errors import InfraError
+
+
+def _context() -> Any:
+    from jobs.commands.context import Caller, Context
+    from jobs.store import Store
+
+    return Context(store=Store(), caller=Caller(user=_local_user(), surface="cli"))
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    from jobs.commands.analyze import AnalyzeArgs, analyze
     from jobs.core.messages import render_report
-    from jobs.core.records import parse_lines
-    from jobs.core.remedies import load_remedies
-    from jobs.core.report import analyze
-    from jobs.core.rules import load_rules
-    from jobs.core.verdicts import Metric
 
-    path = Path(args.runs)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RecordError(f"{path}: cannot read ({exc.strerror})") from None
-    records = list(parse_lines(text.splitlines(), source=str(path)))
-    if not records:
-        raise RecordError(f"{path}: no run records")
-    metric = _metric_defaults(records[0].preset)
-    metric = Metric(
-        name=args.metric or metric.name,
-        min_effect_pct=metric.min_effect_pct if args.min_effect is None else args.min_effect,
-        lower_is_better=metric.lower_is_better if args.lower_is_better is None else True,
-    )
-    report = analyze(records, metric=metric, rules=load_rules(), remedies=load_remedies())
+    report = analyze(AnalyzeArgs(
+        runs=Path(args.runs), metric=args.metric, min_effect_pct=args.min_effect,
+        lower_is_better=args.lower_is_better,
+    ))
     sys.stdout.write(render_report(report, args.format))
     return 0
 
 
-def _metric_defaults(preset_name: str) -> Any:
-    """The metric settings of the preset the records name, when the config has it."""
-    from jobs.core.errors import PresetError
-    from jobs.core.presets import load_preset, preset_names
-    from jobs.core.verdicts import Metric
-
-    if preset_name not in preset_names():
-        return Metric()
-    try:
-        preset = load_preset(preset_name)
-    except PresetError as exc:
-        print(f"specbench analyze: warning: {exc}; using the default metric", file=sys.stderr)
-        return Metric()
-    return Metric(
-        name=preset.metric, min_effect_pct=preset.min_effect_pct,
-        lower_is_better=preset.lower_is_better,
-    )
-
-
 def cmd_presets(args: argparse.Namespace) -> int:
-    from jobs.core.messages import render_text
-    from jobs.core.presets import load_all
+    from bot import views
+    from jobs.commands.presets import presets
 
-    sys.stdout.write(render_text("presets", presets=load_all()))
+    sys.stdout.write(views.presets(presets(_context())))
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from jobs.batches import planning as batches
-    from jobs.batches.dispatch import get_dispatcher
-    from jobs.core.plans import parse_sets
-    from jobs.engines import get_engine
+    from jobs.commands import run
 
-    if args.reps is not None and args.reps < 1:
-        raise UserError(f"--reps must be at least 1, got {args.reps}")
-    plan = batches.plan_batch(
-        args.preset, engine=args.engine, overrides=parse_sets(args.sets), reps=args.reps,
-        queue=args.queue,
-    )
-    batches.check_flags(plan, get_engine(plan.engine))
-    for warning in plan.warnings:
+    ctx = _context()
+    planned = run.plan(ctx, run.RunArgs(
+        preset=args.preset, sets=args.sets, reps=args.reps, engine=args.engine, queue=args.queue,
+    ))
+    for warning in planned.warnings:
         print(f"specbench run: warning: {warning}", file=sys.stderr)
-    dispatcher = get_dispatcher()
     try:
-        return _run_and_wait(dispatcher, plan, args)
+        return _run_and_wait(ctx, planned, args)
     finally:
-        dispatcher.close()
+        ctx.close()
 
 
-def _run_and_wait(dispatcher: Any, plan: Any, args: argparse.Namespace) -> int:
+def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace) -> int:
     """Submit, follow the batch's events on stderr, print its report on stdout."""
     import time
 
     from bot.cli.progress import ProgressBar
+    from jobs.commands import run
     from jobs.core.messages import render_report
 
     bar = ProgressBar(sys.stderr)
+    dispatcher = ctx.dispatcher
     subscription = dispatcher.subscribe()
-    submitted = dispatcher.submit(plan, requested_by=_local_user())
+    submitted = run.submit(ctx, plan).submitted
     batch_id = submitted.batch.id
     if submitted.live_workers == 0:
         bar.note(f"batch {batch_id} queued on {plan.queue!r}, which no live worker serves yet")
@@ -144,88 +112,39 @@ def _run_and_wait(dispatcher: Any, plan: Any, args: argparse.Namespace) -> int:
 
 
 def cmd_show(args: argparse.Namespace) -> int:
-    from jobs.batches.execution import build_report
-    from jobs.batches.planning import replan
-    from jobs.core.messages import render_report
+    from bot import views
+    from jobs.commands.show import show
     from jobs.core.records import to_jsonl
-    from jobs.store import Store
 
-    store = Store()
-    row = store.get_batch(args.batch) if args.batch else store.latest_batch()
-    if row is None:
-        raise UserError(f"unknown batch {args.batch!r}" if args.batch else "no batch stored yet")
-    records = store.records(row.id)
+    data = show(_context(), args.batch, records_only=args.format == "jsonl")
     if args.format == "jsonl":
-        sys.stdout.write(to_jsonl(records))
-        return 0
-    if not any(r.role == "baseline" for r in records):
-        raise UserError(f"batch {row.id} ({row.state}) has no baseline record yet")
-    report = build_report(records, replan(row))
-    report["state"] = row.state
-    sys.stdout.write(render_report(report, args.format))
+        sys.stdout.write(to_jsonl(data.records))
+    else:
+        sys.stdout.write(views.shown(data, args.format))
     return 0
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from jobs import settings
-    from jobs.batches.dispatch import queue_entries
-    from jobs.core.messages import render_text
-    from jobs.store import Store
+    from bot import views
+    from jobs.commands.status import status
 
-    store = Store()
-    entries = queue_entries(store, store.list_batches(states=("queued", "running")))
-    live: dict[str, int | None] = {name: None for name in entries}
-    url = settings.broker_url()
-    if url is not None:
-        from jobs.broker.dispatcher import DistributedDispatcher
-
-        dispatcher = DistributedDispatcher(store, url)
-        try:
-            live = {name: dispatcher.live_workers(name) for name in entries}
-        finally:
-            dispatcher.close()
-    queues = [
-        {"queue": name, "live_workers": live[name],
-         "batches": [_status_entry(e) for e in members]}
-        for name, members in sorted(entries.items())
-    ]
-    if args.format == "json":
-        print(json.dumps({"mode": "distributed" if url else "embedded", "queues": queues},
-                         indent=2))
-    else:
-        sys.stdout.write(render_text("status", queues=queues))
+    ctx = _context()
+    try:
+        sys.stdout.write(views.status(status(ctx), args.format))
+    finally:
+        ctx.close()
     return 0
 
 
-def _status_entry(entry: Any) -> dict[str, Any]:
-    row = entry.batch
-    return {
-        "batch": row.id, "preset": row.preset, "state": row.state, "position": entry.position,
-        "eta_s": None if entry.eta_s is None else round(entry.eta_s, 1),
-        "requested_by": row.requested_by, "host": row.host,
-        "created_at": row.created_at.isoformat(),
-        "started_at": row.started_at.isoformat() if row.started_at else None,
-    }
-
-
 def cmd_cancel(args: argparse.Namespace) -> int:
-    from jobs.batches.dispatch import get_dispatcher
-    from jobs.store import TERMINAL_STATES, Store
+    from bot import views
+    from jobs.commands.cancel import cancel
 
-    store = Store()
-    row = store.get_batch(args.batch)
-    if row is None:
-        raise UserError(f"unknown batch {args.batch!r}")
-    if row.state in TERMINAL_STATES:
-        print(f"batch {row.id} already ended ({row.state})")
-        return 0
-    dispatcher = get_dispatcher(store)
+    ctx = _context()
     try:
-        row = dispatcher.cancel(row.id)
+        print(views.cancelled(cancel(ctx, args.batch)))
     finally:
-        dispatcher.close()
-    done = "cancelled" if row.state == "cancelled" else "cancel requested"
-    print(f"batch {row.id}: {done}")
+        ctx.close()
     return 0
 
 
@@ -249,26 +168,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
     queue = args.queue or settings.default_queue()
     configure_logging()
     log_start("worker", queue=queue)
-    return worker.main(queue)
+    return int(worker.main(queue))
 
 
 def cmd_digest(args: argparse.Namespace) -> int:
-    from jobs import settings
-    from jobs.core.digest import digest_from_store
-    from jobs.core.messages import render_blocks, render_text
-    from jobs.store import Store
+    from bot import views
+    from jobs.commands.digest import digest
 
-    if args.days <= 0:
-        raise UserError(f"--days must be positive, got {args.days:g}")
-    digest = digest_from_store(Store(), days=args.days, tz=settings.timezone())
-    text = render_text("digest", digest=digest)
-    if args.format == "json":
-        print(json.dumps(digest, indent=2, ensure_ascii=False))
-    elif args.format == "slack":
-        payload = render_blocks("digest", fallback=text, digest=digest)
-        print(json.dumps(payload, indent=2, ensure_ascii=False))
-    else:
-        sys.stdout.write(text)
+    data = digest(_context(), days=args.days, chart=False)
+    sys.stdout.write(views.digest(data, args.format))
     return 0
 
 

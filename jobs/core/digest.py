@@ -3,7 +3,7 @@
 `build_digest` takes batch rows (with their reports) and run records and returns plain data:
 the batches of the period, the best configuration per preset and hardware and how it moved,
 the wins, the failures by cause, the inconclusives still open and the next steps still open.
-`digest_from_store` only gathers its inputs; the templates `digest.*.j2` format it.
+`jobs.commands.digest` gathers its inputs from the store; the templates `digest.*.j2` format it.
 """
 
 from __future__ import annotations
@@ -18,18 +18,9 @@ from jobs.core.records import RunRecord
 from jobs.core.verdicts import change_pct, median
 
 if TYPE_CHECKING:
-    from jobs.store import BatchRow, Store
+    from jobs.store import BatchRow
 
 CONCLUSIVE = ("improved", "regressed", "unchanged")
-
-
-def digest_from_store(
-    store: Store, *, days: float = 7.0, now: dt.datetime | None = None, tz: str = "UTC"
-) -> dict[str, Any]:
-    """The digest over `store` (every batch is read: the best-so-far needs the history)."""
-    rows = store.list_batches()
-    records = {row.id: store.records(row.id) for row in rows}
-    return build_digest(rows, records, now=now or dt.datetime.now(dt.UTC), days=days, tz=tz)
 
 
 def build_digest(

@@ -14,6 +14,8 @@ Anything else is a bug: logged with its traceback, answered with an apology and 
 
 from __future__ import annotations
 
+import difflib
+
 
 class SpecbenchError(Exception):
     """A failure specbench reports itself; `str()` is a one-line message fit for chat."""
@@ -51,3 +53,9 @@ class BrokerError(InfraError):
 
 class EngineError(InfraError):
     """An engine could not run at all (not one approach failing: that is a verdict)."""
+
+
+def did_you_mean(word: str, known: list[str]) -> str:
+    """` (did you mean 'x'?)` for the closest known word, or nothing."""
+    hint = difflib.get_close_matches(word, known, n=1)
+    return f" (did you mean {hint[0]!r}?)" if hint else ""

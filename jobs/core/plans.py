@@ -7,7 +7,9 @@ listed knobs plus its chain's; `--set` applies to every configuration alike.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -119,7 +121,6 @@ def resolve(
             server_args=base_args, env=base_env,
         )
     ]
-    warnings: list[str] = []
     for approach in preset.approaches:
         chain = _chain(approach, by_name)
         args = dict(base_args)
@@ -135,14 +136,6 @@ def resolve(
                 hypothesis=approach.hypothesis, change=change, server_args=args, env=env,
             )
         )
-        for knob, ours, theirs in confounds(
-            server_args=args, env=env, change=change,
-            base_args=base_args, base_env=base_env,
-        ):
-            warnings.append(
-                f"{approach.name}: {knob} differs from the baseline ({ours} vs {theirs}) "
-                "but is not declared: its result will be inconclusive"
-            )
     return BatchPlan(
         preset=preset.name, engine=preset.engine,
         queue=queue or preset.queue or default_queue,
@@ -150,8 +143,28 @@ def resolve(
         min_effect_pct=preset.min_effect_pct, reps=reps or preset.reps,
         startup_s=preset.timeouts.startup_s, bench_s=preset.timeouts.bench_s,
         bench=dict(preset.bench), configs=tuple(configs),
-        overrides=dict(overrides), warnings=tuple(warnings),
+        overrides=dict(overrides), warnings=confound_warnings(configs),
     )
+
+
+def confound_warnings(configs: Sequence[RunConfig]) -> tuple[str, ...]:
+    """One warning per undeclared difference from the baseline (the first config)."""
+    base = configs[0]
+    return tuple(
+        f"{config.approach}: {knob} differs from the baseline ({ours} vs {theirs}) "
+        "but is not declared: its result will be inconclusive"
+        for config in configs[1:]
+        for knob, ours, theirs in confounds(
+            server_args=config.server_args, env=config.env, change=config.change,
+            base_args=base.server_args, base_env=base.env,
+        )
+    )
+
+
+def only(plan: BatchPlan, approaches: Sequence[str]) -> BatchPlan:
+    """The plan cut to its baseline and the named approaches (a retry), warnings recomputed."""
+    kept = tuple(c for c in plan.configs if c.role == "baseline" or c.approach in approaches)
+    return dataclasses.replace(plan, configs=kept, warnings=confound_warnings(kept))
 
 
 def confounds(

@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from bot.cli.main import main
-from jobs.core.digest import build_digest, digest_from_store
+from jobs.commands.context import Caller, Context
+from jobs.commands.digest import digest as digest_command
+from jobs.core.digest import build_digest
 from jobs.core.messages import render_blocks, render_text
 from jobs.core.records import RunRecord
 from jobs.store import BatchRow, Store
@@ -137,4 +139,5 @@ def test_specbench_digest_reads_the_store(
     assert json.loads(capsys.readouterr().out)["blocks"]
     assert main(["digest"]) == 0
     assert "1 batches: 1 done" in capsys.readouterr().out
-    assert digest_from_store(store, days=0.5)["batches"] == []
+    recent = digest_command(Context(store=store, caller=Caller("U1")), days=0.5, chart=False)
+    assert recent.digest["batches"] == [] and recent.chart is None

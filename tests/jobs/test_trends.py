@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime as dt
 
-from jobs.core.trends import daily_best, to_trend_png
+from jobs.charts.trend import to_trend_png
+from jobs.core.trends import daily_best
 from tests.jobs.test_digest import NOW, week
 
 

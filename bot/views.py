@@ -1,0 +1,83 @@
+"""Views: a command's data rendered with the shared templates, for every surface alike.
+
+The CLI prints these strings, the console and Slack post them; none of them formats a
+command's answer on its own.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from jobs.commands.cancel import Cancelled
+from jobs.commands.digest import Digest
+from jobs.commands.run import Started
+from jobs.commands.show import Shown
+from jobs.core.messages import render_blocks, render_report, render_text, summary_payload
+from jobs.core.presets import Preset
+from jobs.settings import redact
+
+
+def started(data: Started) -> str:
+    row = data.submitted.batch
+    verb = "queued" if data.submitted.created else "already submitted"
+    return f"batch {row.id} ({row.preset}) {verb}, position {data.submitted.position} on {row.queue}"
+
+
+def status(data: dict[str, Any], fmt: str = "text") -> str:
+    if fmt == "json":
+        return json.dumps(data, indent=2) + "\n"
+    return render_text("status", queues=data["queues"])
+
+
+def shown(data: Shown, fmt: str = "text") -> str:
+    """The report in `fmt` (text, json, slack), env secrets of the batch masked."""
+    assert data.report is not None
+    return redact(render_report(data.report, fmt), data.secrets)
+
+
+def shown_blocks(data: Shown) -> list[dict[str, Any]]:
+    assert data.report is not None
+    blocks = summary_payload(data.report)["blocks"]
+    masked: list[dict[str, Any]] = json.loads(redact(json.dumps(blocks), data.secrets))
+    return masked
+
+
+def cancelled(data: Cancelled) -> str:
+    row = data.row
+    if data.outcome == "already-ended":
+        return f"batch {row.id} already ended ({row.state})"
+    if data.outcome == "cancelled":
+        return f"batch {row.id}: cancel requested by {data.by}; cancelled before it started"
+    return f"batch {row.id}: cancel requested by {data.by}"
+
+
+def digest(data: Digest, fmt: str = "text") -> str:
+    text = render_text("digest", digest=data.digest)
+    if fmt == "json":
+        return json.dumps(data.digest, indent=2, ensure_ascii=False) + "\n"
+    if fmt == "slack":
+        return json.dumps(digest_payload(data, fallback=text), indent=2, ensure_ascii=False) + "\n"
+    return text
+
+
+def digest_payload(data: Digest, *, fallback: str | None = None) -> dict[str, Any]:
+    text = fallback if fallback is not None else render_text("digest", digest=data.digest)
+    return render_blocks("digest", fallback=text, digest=data.digest,
+                         chart=data.chart is not None)
+
+
+def presets(data: list[Preset]) -> str:
+    return render_text("presets", presets=data)
+
+
+def history(data: list[dict[str, Any]]) -> str:
+    return render_text("history", items=data)
+
+
+def help_(commands: tuple[str, ...]) -> str:
+    return render_text("help", commands=commands)
+
+
+def error(message: str, *, hint: str | None = None, usage: bool = False) -> str:
+    return render_text("error", message=message, hint=hint, usage=usage)

@@ -1,0 +1,60 @@
+"""`analyze RUNS.jsonl`: run records re-analysed into a report (no GPU, broker or Slack).
+
+The metric settings default to the preset the records name, when the config has it.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from jobs.core.errors import PresetError, RecordError
+from jobs.core.presets import load_preset, preset_names
+from jobs.core.records import parse_lines
+from jobs.core.remedies import load_remedies
+from jobs.core.report import analyze as analyze_records
+from jobs.core.rules import load_rules
+from jobs.core.verdicts import Metric
+
+
+@dataclass(frozen=True)
+class AnalyzeArgs:
+    runs: Path
+    metric: str | None = None
+    min_effect_pct: float | None = None
+    lower_is_better: bool | None = None
+
+
+def analyze(args: AnalyzeArgs) -> dict[str, Any]:
+    try:
+        text = args.runs.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise RecordError(f"{args.runs}: cannot read ({exc.strerror})") from None
+    records = list(parse_lines(text.splitlines(), source=str(args.runs)))
+    if not records:
+        raise RecordError(f"{args.runs}: no run records")
+    default = metric_defaults(records[0].preset)
+    metric = Metric(
+        name=args.metric or default.name,
+        min_effect_pct=default.min_effect_pct if args.min_effect_pct is None
+        else args.min_effect_pct,
+        lower_is_better=default.lower_is_better if args.lower_is_better is None else True,
+    )
+    return analyze_records(records, metric=metric, rules=load_rules(), remedies=load_remedies())
+
+
+def metric_defaults(preset_name: str) -> Metric:
+    """The metric settings of the preset the records name, when the config has it."""
+    if preset_name not in preset_names():
+        return Metric()
+    try:
+        preset = load_preset(preset_name)
+    except PresetError as exc:
+        print(f"specbench analyze: warning: {exc}; using the default metric", file=sys.stderr)
+        return Metric()
+    return Metric(
+        name=preset.metric, min_effect_pct=preset.min_effect_pct,
+        lower_is_better=preset.lower_is_better,
+    )

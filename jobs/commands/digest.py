@@ -1,0 +1,48 @@
+"""`digest [--days 7]`: the status digest over stored batches, and its trend chart.
+
+The one digest path: the CLI, the console, Slack and the weekly beat all come here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+from zoneinfo import ZoneInfo
+
+from jobs import settings
+from jobs.commands.context import Context
+from jobs.core.digest import build_digest
+from jobs.core.errors import UserError
+from jobs.core.trends import daily_best
+
+
+@dataclass(frozen=True)
+class Digest:
+    digest: dict[str, Any]
+    chart: bytes | None  # the trend PNG; None without data or when not asked for
+
+
+CHART_NAME = "specbench-digest-trend.png"
+CHART_TITLE = "Best value per preset and hardware, day by day"
+
+
+def digest(
+    ctx: Context, *, days: float = 7.0, chart: bool = True, now: dt.datetime | None = None
+) -> Digest:
+    if days <= 0:
+        raise UserError(f"--days must be positive, got {days:g}")
+    now = now or dt.datetime.now(dt.UTC)
+    tz = settings.timezone()
+    rows = ctx.store.list_batches()
+    records = {row.id: ctx.store.records(row.id) for row in rows}
+    data = build_digest(rows, records, now=now, days=days, tz=tz)
+    png = None
+    if chart:
+        from jobs.charts.trend import to_trend_png
+
+        zone = ZoneInfo(tz)
+        start = (now - dt.timedelta(days=days)).astimezone(zone).date()
+        png = to_trend_png(daily_best(rows, records, now=now, days=days, tz=tz),
+                           start=start, end=now.astimezone(zone).date())
+    return Digest(digest=data, chart=png)

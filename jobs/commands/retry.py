@@ -1,0 +1,37 @@
+"""`retry BATCH APPROACH[,APPROACH...]`: approaches of a stored batch run again, with its
+baseline, under the batch's own overrides (plus any new `--set`)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from jobs.batches.planning import check_flags, plan_batch
+from jobs.commands.context import Context
+from jobs.commands.run import Started, check_reps, submit
+from jobs.core.errors import UserError, did_you_mean
+from jobs.core.plans import only, parse_sets, to_plan
+
+
+@dataclass(frozen=True)
+class RetryArgs:
+    batch: str
+    approaches: Sequence[str]
+    sets: Sequence[str] = ()
+    reps: int | None = None
+
+
+def retry(ctx: Context, args: RetryArgs, *, idempotency_key: str | None = None) -> Started:
+    check_reps(args.reps)
+    row = ctx.batch(args.batch)
+    old = to_plan(row.plan)
+    known = [c.approach for c in old.approaches]
+    for name in args.approaches:
+        if name not in known:
+            raise UserError(f"batch {row.id} has no approach {name!r}{did_you_mean(name, known)}")
+    overrides = {**old.overrides, **parse_sets(list(args.sets))}
+    planned = plan_batch(row.preset, overrides=overrides, reps=args.reps or old.reps,
+                         queue=row.queue)
+    planned = only(planned, args.approaches)
+    check_flags(planned, ctx.engine(planned.engine))
+    return submit(ctx, planned, idempotency_key=idempotency_key)

@@ -1,0 +1,58 @@
+"""`run PRESET`: a preset planned, its flags checked, and submitted to the dispatcher."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from jobs.batches.dispatch import Submitted
+from jobs.batches.planning import check_flags, plan_batch
+from jobs.commands.context import Context
+from jobs.core.errors import UserError
+from jobs.core.plans import BatchPlan, parse_sets
+
+
+@dataclass(frozen=True)
+class RunArgs:
+    preset: str
+    sets: Sequence[str] = ()
+    reps: int | None = None
+    engine: str | None = None
+    queue: str | None = None
+
+
+@dataclass(frozen=True)
+class Started:
+    """A submitted batch and the warnings its plan raised before it started."""
+
+    submitted: Submitted
+    plan: BatchPlan
+    warnings: tuple[str, ...] = field(default=())
+
+
+def plan(ctx: Context, args: RunArgs) -> BatchPlan:
+    """The checked plan of `run` (bad input raises UserError: exit 2, nothing stored)."""
+    check_reps(args.reps)
+    planned = plan_batch(
+        args.preset, engine=args.engine, overrides=parse_sets(list(args.sets)), reps=args.reps,
+        queue=args.queue,
+    )
+    check_flags(planned, ctx.engine(planned.engine))
+    return planned
+
+
+def run(ctx: Context, args: RunArgs, *, idempotency_key: str | None = None) -> Started:
+    return submit(ctx, plan(ctx, args), idempotency_key=idempotency_key)
+
+
+def submit(ctx: Context, planned: BatchPlan, *, idempotency_key: str | None = None) -> Started:
+    submitted = ctx.dispatcher.submit(
+        planned, requested_by=ctx.caller.user, channel=ctx.caller.channel,
+        idempotency_key=idempotency_key,
+    )
+    return Started(submitted=submitted, plan=planned, warnings=planned.warnings)
+
+
+def check_reps(reps: int | None) -> None:
+    if reps is not None and reps < 1:
+        raise UserError(f"--reps must be at least 1, got {reps}")

@@ -1,0 +1,57 @@
+"""`show [BATCH]`: a stored batch (the latest by default): its report and its run records.
+
+The report is the one stored when the batch ended (what its thread was told); a batch still
+running, or cut short, gets one built from the records so far.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jobs.batches.execution import build_report
+from jobs.commands.context import Context
+from jobs.core.errors import UserError
+from jobs.core.plans import to_plan
+from jobs.core.records import RunRecord
+from jobs.store import BatchRow, Store
+
+
+@dataclass(frozen=True)
+class Shown:
+    row: BatchRow
+    records: list[RunRecord]
+    report: dict[str, Any] | None  # None only when asked for records alone
+
+    @property
+    def secrets(self) -> dict[str, str]:
+        """The batch's env values whose names say they are secret (to mask on display)."""
+        from jobs.settings import is_secret_name
+
+        return {k: v for c in to_plan(self.row.plan).configs for k, v in c.env.items()
+                if is_secret_name(k)}
+
+
+def show(ctx: Context, batch: str | None = None, *, records_only: bool = False) -> Shown:
+    row = ctx.batch(batch) if batch else ctx.store.latest_batch()
+    if row is None:
+        raise UserError("no batch stored yet")
+    records = ctx.store.records(row.id)
+    if records_only:
+        return Shown(row=row, records=records, report=None)
+    return Shown(row=row, records=records, report=report_of(row, records))
+
+
+def report_of(row: BatchRow, records: list[RunRecord]) -> dict[str, Any]:
+    """The batch's stored report, or one built from its records so far."""
+    if row.report is not None:
+        return row.report
+    if not any(r.role == "baseline" for r in records):
+        raise UserError(f"batch {row.id} ({row.state}) has no baseline record yet")
+    report = build_report(records, to_plan(row.plan))
+    report["state"] = row.state
+    return report
+
+
+def stored_report(store: Store, row: BatchRow) -> dict[str, Any]:
+    return report_of(row, store.records(row.id))

@@ -1,0 +1,35 @@
+"""`status`: running and queued batches per queue, with positions, estimates and live workers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs import settings
+from jobs.batches.dispatch import QueueEntry, queue_entries
+from jobs.commands.context import Context
+
+
+def status(ctx: Context) -> dict[str, Any]:
+    """`{"mode": "embedded"|"distributed", "queues": [...]}`; live workers are counted from
+    the broker's heartbeats in distributed mode and unknown (None) in embedded mode."""
+    store = ctx.store
+    entries = queue_entries(store, store.list_batches(states=("queued", "running")))
+    distributed = settings.broker_url() is not None
+    queues = [
+        {"queue": name,
+         "live_workers": ctx.dispatcher.live_workers(name) if distributed else None,
+         "batches": [_entry(e) for e in members]}
+        for name, members in sorted(entries.items())
+    ]
+    return {"mode": "distributed" if distributed else "embedded", "queues": queues}
+
+
+def _entry(entry: QueueEntry) -> dict[str, Any]:
+    row = entry.batch
+    return {
+        "batch": row.id, "preset": row.preset, "state": row.state, "position": entry.position,
+        "eta_s": None if entry.eta_s is None else round(entry.eta_s, 1),
+        "requested_by": row.requested_by, "host": row.host,
+        "created_at": row.created_at.isoformat(),
+        "started_at": row.started_at.isoformat() if row.started_at else None,
+    }
