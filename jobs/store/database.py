@@ -1,0 +1,138 @@
+"""The store's database: one SQLAlchemy engine, its sessions and the schema's lazy migration.
+
+Every public write of the store is its own transaction (`_write`), so a crash mid-batch loses at
+most the run in flight. The schema belongs to Alembic (`jobs/store/migrations`): a store migrates
+lazily, once, on its first use, or when `migrate()` is called. Datetimes are tz-aware UTC on both
+backends. The store's parts (`jobs.store.store`, `runs`, `leases`, `posts`) share this base.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, cast
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy import CursorResult, Result, create_engine, event, text, update
+from sqlalchemy.engine import Connection, Engine, make_url
+from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.orm import Session
+from sqlalchemy.pool import StaticPool
+
+from jobs import settings
+from jobs.store.schema import Batch
+
+_MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_MIGRATION_LOCK = 0x5BE7C4  # PostgreSQL advisory lock key held while migrating
+_IMMEDIATE = "specbench_immediate"  # execution option: open SQLite write transactions eagerly
+NO_SYNC = {"synchronize_session": False}
+
+
+class UnknownBatch(LookupError):
+    """A write named a batch the store does not hold (a bug in the caller, not user input)."""
+
+
+class Database:
+    """One SQLAlchemy URL (default: `settings.database_url()`), migrated on first use."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or settings.database_url()
+        self._engine = _create_engine(self.url)
+        self._writer = self._engine.execution_options(**{_IMMEDIATE: True})
+        self._migrated = False
+        self._lock = threading.Lock()
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def migrate(self) -> None:
+        """`alembic upgrade head`, idempotent; concurrent callers queue on a lock, then no-op."""
+        config = Config()
+        config.set_main_option("script_location", str(_MIGRATIONS))
+        for attempt in (1, 2):
+            try:
+                with self._writer.begin() as connection:
+                    _lock_for_migration(connection)
+                    config.attributes["connection"] = connection
+                    command.upgrade(config, "head")
+                break
+            except (OperationalError, ProgrammingError, IntegrityError):
+                if attempt == 2:  # a lost "already exists" race succeeds on the retry
+                    raise
+        self._migrated = True
+
+    def _update(self, batch_id: str, **values: Any) -> bool:
+        """Set columns of one batch; False when there is no such batch."""
+        query = update(Batch).where(Batch.id == batch_id).values(values)
+        with self._write() as session:
+            return rowcount(session.execute(query, execution_options=NO_SYNC)) == 1
+
+    def _ensure_migrated(self) -> None:
+        if self._migrated:
+            return
+        with self._lock:
+            if not self._migrated:
+                self.migrate()
+
+    @contextmanager
+    def _read(self) -> Iterator[Session]:
+        self._ensure_migrated()
+        with Session(self._engine) as session, session.begin():
+            yield session
+
+    @contextmanager
+    def _write(self) -> Iterator[Session]:
+        self._ensure_migrated()
+        with Session(self._writer) as session, session.begin():
+            yield session
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def rowcount(result: Result[Any]) -> int:
+    return cast(CursorResult[Any], result).rowcount
+
+
+def _create_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    memory = parsed.database in (None, "", ":memory:")
+    if not memory:
+        Path(str(parsed.database)).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(
+        url,
+        connect_args={"check_same_thread": False},
+        poolclass=StaticPool if memory else None,
+    )
+    event.listen(engine, "connect", _on_sqlite_connect)
+    event.listen(engine, "begin", _on_sqlite_begin)
+    return engine
+
+
+def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
+    # pysqlite's own transaction handling skips BEGIN for DDL and SELECT; we emit it ourselves.
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA busy_timeout = 30000")  # the worker thread and the CLI share the file
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA foreign_keys = ON")
+    cursor.close()
+
+
+def _on_sqlite_begin(connection: Connection) -> None:
+    # Writers take the lock up front: a deferred transaction upgraded later can fail at once.
+    immediate = connection.get_execution_options().get(_IMMEDIATE)
+    connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def _lock_for_migration(connection: Connection) -> None:
+    """Serialise concurrent migrators; on SQLite, BEGIN IMMEDIATE already has."""
+    if connection.dialect.name == "postgresql":
+        connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})

@@ -1,0 +1,89 @@
+"""The store's run records: one row per (batch, approach), the record kept as its JSON."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.dialects import postgresql, sqlite
+
+from jobs.core.records import RunRecord, to_record
+from jobs.store.database import Database
+from jobs.store.schema import Run
+
+# Run statuses that leave an approach to run again when an interrupted batch resumes.
+RERUN_STATUSES = frozenset({"cancelled", "skipped"})
+_RUN_UPDATES = ("position", "role", "status", "record", "started_at", "finished_at")
+
+
+class Runs(Database):
+    """Writing and reading a batch's run records."""
+
+    def put_record(self, record: RunRecord, *, position: int) -> None:
+        """Store one run; a record for the same (batch, approach) replaces the earlier one."""
+        self.put_records([(position, record)])
+
+    def put_records(self, records: Sequence[tuple[int, RunRecord]]) -> None:
+        """Store (position, record) pairs in one transaction: all of them or none."""
+        rows = {(r.batch, r.approach): _run_values(position, r) for position, r in records}
+        if not rows:
+            return
+        with self._write() as session:
+            session.execute(_upsert_runs(self._engine.dialect.name), list(rows.values()))
+
+    def records(self, batch_id: str) -> list[RunRecord]:
+        """The batch's run records in preset order."""
+        query = (
+            select(Run.approach, Run.record)
+            .where(Run.batch_id == batch_id)
+            .order_by(Run.position, Run.id)
+        )
+        with self._read() as session:
+            rows = session.execute(query).all()
+        return [to_record(json.loads(data), where=f"{batch_id}/{name}") for name, data in rows]
+
+    def finished_approaches(self, batch_id: str) -> set[str]:
+        """Approaches with a record that need not run again (see RERUN_STATUSES)."""
+        query = select(Run.approach).where(
+            Run.batch_id == batch_id, Run.status.not_in(list(RERUN_STATUSES))
+        )
+        with self._read() as session:
+            return set(session.scalars(query))
+
+
+def _run_values(position: int, record: RunRecord) -> dict[str, Any]:
+    return {
+        "batch_id": record.batch, "position": position, "approach": record.approach,
+        "role": record.role, "status": record.status, "record": record.to_json(),
+        "started_at": _parse_time(record.started_at),
+        "finished_at": _parse_time(record.finished_at),
+    }
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None  # the record keeps the original text; the column is only an index aid
+    return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
+
+
+def _upsert_runs(dialect: str) -> Any:
+    if dialect == "postgresql":
+        pg = postgresql.insert(Run)
+        return pg.on_conflict_do_update(
+            index_elements=[Run.batch_id, Run.approach],
+            set_={name: pg.excluded[name] for name in _RUN_UPDATES},
+        )
+    if dialect == "sqlite":
+        lite = sqlite.insert(Run)
+        return lite.on_conflict_do_update(
+            index_elements=[Run.batch_id, Run.approach],
+            set_={name: lite.excluded[name] for name in _RUN_UPDATES},
+        )
+    raise NotImplementedError(f"the store supports SQLite and PostgreSQL, not {dialect}")
