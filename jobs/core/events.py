@@ -49,15 +49,6 @@ class CallbackSink:
         self._callback(event)
 
 
-class FanoutSink:
-    def __init__(self, *sinks: EventSink) -> None:
-        self._sinks = sinks
-
-    def emit(self, event: Event) -> None:
-        for sink in self._sinks:
-            sink.emit(event)
-
-
 class LocalChannel:
     """The embedded mode's channel: in-process, ordered, one queue per subscriber."""
 

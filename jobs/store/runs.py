@@ -45,13 +45,6 @@ class Runs(Database):
             rows = session.execute(query).all()
         return [to_record(json.loads(data), where=f"{batch_id}/{name}") for name, data in rows]
 
-    def finished_approaches(self, batch_id: str) -> set[str]:
-        """Approaches with a record that need not run again (see RERUN_STATUSES)."""
-        query = select(Run.approach).where(
-            Run.batch_id == batch_id, Run.status.not_in(list(RERUN_STATUSES))
-        )
-        with self._read() as session:
-            return set(session.scalars(query))
 
 
 def _run_values(position: int, record: RunRecord) -> dict[str, Any]:
