@@ -1,13 +1,14 @@
-"""The Slack bot: a Bolt `AsyncApp` over Socket Mode (default) or HTTP (uvicorn + Starlette).
+"""The Slack bot: a Bolt `AsyncApp` over Socket Mode (default) or HTTP (bot.slack.http).
 
 Every handler acks first, then hands the work to a background task: the router answers, a run
-opens its thread (bot.thread.batch_thread). Every Web API client honours SLACK_API_URL and waits out rate
-limits (Retry-After). A retried delivery starts nothing: the request's idempotency key reaches
+opens its thread (bot.thread). The Web API client is bot.slack.client's: on SLACK_API_URL, it
+waits out rate limits. A retried delivery starts nothing: the request's idempotency key reaches
 `Dispatcher.submit`, and a key already seen by this process is dropped at once.
 
-In distributed mode the threads read events through the Redis consumer group (bot.thread.durable_feed), so a
-restarted bot resumes where its predecessor stopped. The process logs through jobs.ops.logs and
-keeps the `bot` heartbeat of jobs.ops.health (Socket Mode: only while connected).
+In distributed mode the threads read events through the Redis consumer group
+(bot.thread.durable_feed), so a restarted bot resumes where its predecessor stopped. The process
+logs through jobs.ops.logs and keeps the `bot` heartbeat of jobs.ops.health (Socket Mode: only
+while connected).
 """
 
 from __future__ import annotations
@@ -24,73 +25,19 @@ from typing import Any
 
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_sdk.http_retry.builtin_async_handlers import (
-    AsyncConnectionErrorRetryHandler,
-    AsyncRateLimitErrorRetryHandler,
-)
-from slack_sdk.web.async_client import AsyncWebClient
 
 from bot.chat.router import Access, Caller, Router
-from bot.thread.messages import Feed, Message, Upload
+from bot.slack.client import SlackPoster, make_client
+from bot.thread.messages import Feed, Message
 from bot.thread.summary_message import logs_message
 from bot.thread.thread_hub import ThreadHub
 from jobs.batches.dispatch import Dispatcher
 from jobs.core.errors import InfraError
-from jobs.core.messages import slack_escape
 from jobs.engines.base import Engine
 
 log = logging.getLogger(__name__)
 SEEN_KEYS = 10_000
 AUTH_WARMUP_S = 3.0
-
-
-def make_client(token: str | None, *, api_url: str | None = None) -> AsyncWebClient:
-    """A Web API client on SLACK_API_URL (or Slack's own) that waits out 429s."""
-    base = api_url or os.environ.get("SLACK_API_URL") or "https://slack.com/api/"
-    return AsyncWebClient(
-        token=token, base_url=base.rstrip("/") + "/",
-        retry_handlers=[AsyncConnectionErrorRetryHandler(max_retry_count=2),
-                        AsyncRateLimitErrorRetryHandler(max_retry_count=5)],
-    )
-
-
-class SlackPoster:
-    """bot.thread.batch_thread' Poster over the Web API."""
-
-    def __init__(self, client: AsyncWebClient) -> None:
-        self.client = client
-
-    async def post(self, *, channel: str, thread_ts: str | None, message: Message) -> str:
-        response = await self.client.chat_postMessage(
-            channel=channel, thread_ts=thread_ts, text=_text(message), blocks=message.blocks,
-            unfurl_links=False,
-        )
-        return str(response["ts"])
-
-    async def update(self, *, channel: str, ts: str, message: Message) -> None:
-        await self.client.chat_update(channel=channel, ts=ts, text=_text(message),
-                                      blocks=message.blocks)
-
-    async def upload(self, *, channel: str, thread_ts: str, files: list[Upload]) -> None:
-        await self.client.files_upload_v2(
-            channel=channel, thread_ts=thread_ts, request_file_info=False,
-            file_uploads=[{"content": f.content, "filename": f.filename, "title": f.title}
-                          for f in files],
-        )
-
-    async def ephemeral(
-        self, *, channel: str, user: str, message: Message, thread_ts: str | None = None
-    ) -> None:
-        await self.client.chat_postEphemeral(channel=channel, user=user, text=_text(message),
-                                             blocks=message.blocks, thread_ts=thread_ts)
-
-
-def _text(message: Message) -> str:
-    if message.fallback is not None:
-        return message.fallback
-    if message.blocks is None and "\n" in message.text.strip():
-        return f"```{slack_escape(message.text.rstrip())}```"
-    return slack_escape(message.text)
 
 
 def idempotency_key(*parts: Any) -> str:
@@ -267,44 +214,6 @@ class SpecbenchBot:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._executor.shutdown(wait=False, cancel_futures=True)
 
-    def asgi(self) -> Any:
-        """The HTTP mode's ASGI app: POST /slack/events, GET /healthz."""
-        import contextlib
-
-        from slack_bolt.adapter.starlette.async_handler import AsyncSlackRequestHandler
-        from starlette.applications import Starlette
-        from starlette.requests import Request
-        from starlette.responses import PlainTextResponse, Response
-        from starlette.routing import Route
-
-        handler = AsyncSlackRequestHandler(self.app)
-
-        async def events(request: Request) -> Response:
-            response: Response = await handler.handle(request)
-            return response
-
-        async def healthz(request: Request) -> Response:
-            return PlainTextResponse("ok")
-
-        @contextlib.asynccontextmanager
-        async def lifespan(_: Any) -> Any:
-            await self.startup()
-            try:
-                yield
-            finally:
-                await self.shutdown()
-
-        return Starlette(routes=[Route("/slack/events", events, methods=["POST"]),
-                                 Route("/healthz", healthz, methods=["GET"])],
-                         lifespan=lifespan)
-
-    async def serve_http(self, port: int, *, host: str = "0.0.0.0") -> None:
-        import uvicorn
-
-        config = uvicorn.Config(self.asgi(), host=host, port=port, log_level="warning",
-                                lifespan="on")
-        await uvicorn.Server(config).serve()
-
     async def serve_socket_mode(self, app_token: str) -> None:
         from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
@@ -354,7 +263,9 @@ def run_bot(*, http_port: int | None) -> int:
         bot = SpecbenchBot(dispatcher, token=token, signing_secret=secret,
                            feed=open_feed(dispatcher))
         if http_port is not None:
-            asyncio.run(bot.serve_http(http_port))
+            from bot.slack.http import serve_http
+
+            asyncio.run(serve_http(bot, http_port))
         else:
             assert app_token is not None
             asyncio.run(bot.serve_socket_mode(app_token))

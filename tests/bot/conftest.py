@@ -26,6 +26,7 @@ import pytest
 
 from bot.chat.router import Access
 from bot.slack.app import SpecbenchBot
+from bot.slack.http import asgi_app
 from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
@@ -194,7 +195,7 @@ def start_bot(dispatcher: EmbeddedDispatcher, standin: SlackStandin, *, interval
                        api_url=standin.url, access=access, interval=interval,
                        engine_for=lambda name: FakeEngine())
     port = free_port()
-    config = uvicorn.Config(bot.asgi(), host="127.0.0.1", port=port, log_level="warning",
+    config = uvicorn.Config(asgi_app(bot), host="127.0.0.1", port=port, log_level="warning",
                             lifespan="on")
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from bot.chat.router import Access
-from bot.slack.app import SpecbenchBot, make_client
+from bot.slack.app import SpecbenchBot
+from bot.slack.client import make_client
 from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.ops import health
 from jobs.store import TERMINAL_STATES
