@@ -10,7 +10,7 @@ import concurrent.futures
 import dataclasses
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,8 @@ from jobs.core.plans import BatchPlan, RunConfig, to_plan
 from jobs.core.records import RunRecord
 from jobs.core.remedies import load_remedies
 from jobs.core.report import analyze
-from jobs.core.rules import load_rules
-from jobs.core.verdicts import Metric, judge, median
+from jobs.core.rules import RuleSet, load_rules
+from jobs.core.verdicts import Metric, Verdict, judge, median
 from jobs.engines import get_engine
 from jobs.engines.base import Engine, RunContext, now_iso, to_run_record
 from jobs.store import RERUN_STATUSES, BatchRow, Store
@@ -36,8 +36,18 @@ def metric_of(plan: BatchPlan) -> Metric:
     )
 
 
-def build_report(records: list[RunRecord], plan: BatchPlan) -> dict[str, Any]:
-    return analyze(records, metric=metric_of(plan), rules=load_rules(), remedies=load_remedies())
+def build_report(
+    records: list[RunRecord],
+    plan: BatchPlan,
+    *,
+    rules: RuleSet | None = None,
+    judged: Mapping[str, Verdict] | None = None,
+) -> dict[str, Any]:
+    """The batch's report; `judged`: the verdicts given as its runs ended (see `analyze`)."""
+    return analyze(
+        records, metric=metric_of(plan), rules=load_rules() if rules is None else rules,
+        remedies=load_remedies(), judged=judged,
+    )
 
 
 def log_path(batch_id: str, approach: str) -> Path:
@@ -90,6 +100,8 @@ def execute_batch(
     bad = engine.preflight(plan)
     done = {r.approach: r for r in store.records(batch_id) if r.status not in RERUN_STATUSES}
     baseline = done.get("baseline")
+    metric, rules = metric_of(plan), load_rules()
+    judged: dict[str, Verdict] = {}  # each approach judged once: for its event and the report
     for index, config in enumerate(plan.configs):
         if config.approach in done:
             continue
@@ -103,8 +115,11 @@ def execute_batch(
         store.put_record(record, position=index)
         if config.role == "baseline":
             baseline = record
-        _emit_finished(sink, record, baseline=baseline, plan=plan, index=index, of=len(names))
-    report = build_report(store.records(batch_id), plan)
+        elif baseline is not None:
+            judged[record.approach] = judge(record, baseline, metric=metric, rules=rules)
+        _emit_finished(sink, record, verdict=judged.get(record.approach), plan=plan,
+                       index=index, of=len(names))
+    report = build_report(store.records(batch_id), plan, rules=rules, judged=judged)
     state = "cancelled" if cancel.requested else "done"
     report["state"] = state
     store.save_report(batch_id, report)
@@ -154,15 +169,14 @@ def _emit_finished(
     sink: EventSink,
     record: RunRecord,
     *,
-    baseline: RunRecord | None,
+    verdict: Verdict | None,
     plan: BatchPlan,
     index: int,
     of: int,
 ) -> None:
     fields: dict[str, Any] = {"status": record.status, "verdict": None, "value": None,
                               "delta_pct": None, "cause": None, "why": ""}
-    if record.role == "approach" and baseline is not None:
-        verdict = judge(record, baseline, metric=metric_of(plan), rules=load_rules())
+    if verdict is not None:
         fields.update(verdict=verdict.verdict, value=verdict.value, delta_pct=verdict.delta_pct,
                       cause=verdict.cause, why=verdict.why)
     elif record.role == "baseline":

@@ -6,7 +6,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobs.core.errors import RecordError
@@ -33,10 +33,21 @@ def split_batch(records: Sequence[RunRecord]) -> tuple[RunRecord, list[RunRecord
 
 
 def analyze(
-    records: Sequence[RunRecord], *, metric: Metric, rules: RuleSet, remedies: Remedies
+    records: Sequence[RunRecord],
+    *,
+    metric: Metric,
+    rules: RuleSet,
+    remedies: Remedies,
+    judged: Mapping[str, Verdict] | None = None,
 ) -> dict[str, Any]:
+    """The report of a batch's records; `judged` holds verdicts already given, by approach (a
+    worker judges each run as it ends), so that each approach is judged once."""
     baseline, approaches = split_batch(records)
-    verdicts = [judge(r, baseline, metric=metric, rules=rules) for r in approaches]
+    known = judged or {}
+    verdicts = [
+        known[r.approach] if r.approach in known else judge(r, baseline, metric=metric, rules=rules)
+        for r in approaches
+    ]
     base_value = median(baseline.samples(metric.name))
     values = {r.approach: v.value for r, v in zip(approaches, verdicts, strict=True)}
     values["baseline"] = base_value

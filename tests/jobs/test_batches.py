@@ -77,6 +77,10 @@ def test_a_stand_in_batch_gets_the_right_verdicts_and_leaves_nothing(standin, tm
     assert kinds[0] == "batch.started" and kinds[-1] == "batch.finished"
     finished = [e["approach"] for e in events if e["type"] == "approach.finished"]
     assert finished == [c.approach for c in plan.configs]
+    # each approach is judged once: its event says what the report says
+    said = {e["approach"]: (e["verdict"], e["cause"], e["why"]) for e in events
+            if e["type"] == "approach.finished" and e["approach"] != "baseline"}
+    assert said == {name: (r["verdict"], r["cause"], r["why"]) for name, r in results.items()}
     phases = [e["phase"] for e in events
               if e["type"] == "approach.phase" and e["approach"] == "faster"]
     assert phases[:3] == ["preflight", "launching", "ready"] and "repetition" in phases

@@ -11,7 +11,7 @@ from jobs.core.records import RunRecord, parse_lines
 from jobs.core.remedies import EFFORTS, load_remedies
 from jobs.core.report import analyze, split_batch
 from jobs.core.rules import load_rules
-from jobs.core.verdicts import Metric
+from jobs.core.verdicts import Metric, Verdict
 from tests.conftest import SEED_VERDICTS, make_record
 
 SPEC_KEYS = {
@@ -316,6 +316,21 @@ def test_unknown_keys_are_kept_and_ignored() -> None:
     assert records[1].extra == {"future": {"x": 1}}
     assert records[1].to_dict()["future"] == {"x": 1}
     assert by_name(report_of(records))["a"]["verdict"] == "improved"
+
+
+def test_verdicts_already_judged_are_taken_as_given(seed_records: list[RunRecord]) -> None:
+    """A worker judges each run as it ends; the report then judges only the rest."""
+    fresh = report_of(seed_records)
+    first = fresh["results"][0]
+    given = Verdict("improved", None, first["value"], first["delta_pct"], "judged by the worker")
+    report = analyze(
+        seed_records, metric=Metric(), rules=load_rules(), remedies=load_remedies(),
+        judged={first["approach"]: given},
+    )
+    assert (report["results"][0]["verdict"], report["results"][0]["why"]) == (
+        "improved", "judged by the worker"
+    )
+    assert report["results"][1:] == fresh["results"][1:]
 
 
 def test_split_batch_errors() -> None:
