@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord, parse_lines, to_record
 
 REPO = Path(__file__).resolve().parents[1]
@@ -35,6 +36,26 @@ BASE_ARGS: dict[str, Any] = {
     "model-path": "/models/m", "tp-size": 8, "mem-fraction-static": 0.85,
     "cuda-graph-max-bs": 512,
 }
+
+
+def make_plan(**fields: Any) -> BatchPlan:
+    """A small stored plan (a baseline and `eagle3`) for tests that only keep or read it back."""
+    none: dict[str, dict[str, Any]] = {"server_args": {}, "env": {}}
+    eagle = {"speculative-algorithm": "EAGLE3"}
+    values: dict[str, Any] = {
+        "preset": "eagle3", "engine": "local", "queue": "default", "metric": "output_throughput",
+        "lower_is_better": False, "min_effect_pct": 2.0, "reps": 3, "startup_s": 600.0,
+        "bench_s": 600.0, "bench": {},
+        "configs": (
+            RunConfig(approach="baseline", role="baseline", parent=None, hypothesis="",
+                      change=none, server_args=dict(BASE_ARGS), env={}),
+            RunConfig(approach="eagle3", role="approach", parent=None, hypothesis="EAGLE-3",
+                      change={"server_args": eagle, "env": {}},
+                      server_args={**BASE_ARGS, **eagle}, env={}),
+        ),
+    }
+    values.update(fields)
+    return BatchPlan(**values)
 
 
 @pytest.fixture(autouse=True)

@@ -24,7 +24,6 @@ from bot.thread.summary_message import summary_message, summary_uploads
 from jobs import settings
 from jobs.batches.dispatch import Submitted
 from jobs.core.events import Event
-from jobs.core.plans import to_plan
 from jobs.store import TERMINAL_STATES, BatchRow
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ class BatchThread:
     _unacked: list[Ack] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        plan = to_plan(self.row.plan)
+        plan = self.row.plan
         self.progress = ProgressMessage.of(self.row.id, (c.approach for c in plan.configs))
         self.progress.add_records(self.hub.dispatcher.store.records(self.row.id))
         self.edits = Coalescer(self.hub.interval)
@@ -64,7 +63,7 @@ class BatchThread:
     # --- messages ---
 
     def _parent(self, *, ended: str | None = None, error: str | None = None) -> Message:
-        plan = to_plan(self.row.plan)
+        plan = self.row.plan
         return self.scrub(render_message(
             "batch_parent", preset=self.row.preset, batch=self.row.id, who=self.row.requested_by,
             approaches=len(plan.configs), reps=plan.reps, host=self.host, queue=self.row.queue,
@@ -177,7 +176,7 @@ class BatchThread:
                 await poster.post(channel=self.channel, thread_ts=self.parent_ts,
                                   message=self.scrub(summary))
                 files = summary_uploads(store.records(row.id), batch_id=row.id,
-                                        plan=to_plan(row.plan), redact=self.redact)
+                                        plan=row.plan, redact=self.redact)
                 if files:
                     await poster.upload(channel=self.channel, thread_ts=self.parent_ts,
                                         files=files)

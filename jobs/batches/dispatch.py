@@ -196,7 +196,7 @@ class EmbeddedDispatcher:
             position = len(self._pending)
         self.channel.emit(make_event(
             "batch.queued", row.id, queue=row.queue, position=position, preset=row.preset,
-            approaches=[c["approach"] for c in row.plan["configs"]], live_workers=1,
+            approaches=[c.approach for c in row.plan.configs], live_workers=1,
         ))
         self._inbox.put(row.id)
         return Submitted(row, True, position, 1)

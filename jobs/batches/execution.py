@@ -17,7 +17,7 @@ from typing import Any
 from jobs import settings
 from jobs.core.errors import UserError
 from jobs.core.events import EventSink, make_event
-from jobs.core.plans import BatchPlan, RunConfig, to_plan
+from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.remedies import load_remedies
 from jobs.core.report import analyze
@@ -83,7 +83,7 @@ def execute_batch(
 ) -> dict[str, Any]:
     """Run (or resume) a stored batch to its end; returns the report."""
     row = _row(store, batch_id)
-    plan = to_plan(row.plan)
+    plan = row.plan
     engine = engine or get_engine(plan.engine)
     cancel = _CancelWatch(store, batch_id, should_stop)
     host = socket.gethostname()

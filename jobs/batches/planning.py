@@ -6,7 +6,7 @@ import secrets
 
 from jobs import settings
 from jobs.core.errors import UserError
-from jobs.core.plans import BatchPlan, resolve, to_plan
+from jobs.core.plans import BatchPlan, resolve
 from jobs.core.presets import Scalar, load_preset
 from jobs.engines.base import Engine
 from jobs.store import BatchRow, Store
@@ -53,11 +53,8 @@ def submit(
     """Store a new queued batch (or find the one this idempotency key already made)."""
     return store.create_batch(
         batch_id=new_batch_id(), preset=plan.preset, engine=plan.engine, queue=plan.queue,
-        requested_by=requested_by, plan=plan.to_dict(), channel=channel,
+        requested_by=requested_by, plan=plan, channel=channel,
         idempotency_key=idempotency_key,
     )
 
-
-def replan(row: BatchRow) -> BatchPlan:
-    return to_plan(row.plan)
 

@@ -70,7 +70,7 @@ class DistributedDispatcher:
         position = self.position(row)
         StreamSink(self._client).emit(make_event(
             "batch.queued", row.id, queue=row.queue, position=position, preset=row.preset,
-            approaches=[c["approach"] for c in row.plan["configs"]], live_workers=live,
+            approaches=[c.approach for c in row.plan.configs], live_workers=live,
         ))
         return Submitted(row, True, position, live)
 

@@ -10,7 +10,7 @@ from jobs.batches.planning import check_flags, plan_batch
 from jobs.commands.context import Context
 from jobs.commands.run import Started, check_reps, submit
 from jobs.core.errors import UserError, did_you_mean
-from jobs.core.plans import only, parse_sets, to_plan
+from jobs.core.plans import only, parse_sets
 
 
 @dataclass(frozen=True)
@@ -24,7 +24,7 @@ class RetryArgs:
 def retry(ctx: Context, args: RetryArgs, *, idempotency_key: str | None = None) -> Started:
     check_reps(args.reps)
     row = ctx.batch(args.batch)
-    old = to_plan(row.plan)
+    old = row.plan
     known = [c.approach for c in old.approaches]
     for name in args.approaches:
         if name not in known:

@@ -12,7 +12,6 @@ from typing import Any
 from jobs.batches.execution import build_report
 from jobs.commands.context import Context
 from jobs.core.errors import UserError
-from jobs.core.plans import to_plan
 from jobs.core.records import RunRecord
 from jobs.store import BatchRow, Store
 
@@ -28,7 +27,7 @@ class Shown:
         """The batch's env values whose names say they are secret (to mask on display)."""
         from jobs.settings import is_secret_name
 
-        return {k: v for c in to_plan(self.row.plan).configs for k, v in c.env.items()
+        return {k: v for c in self.row.plan.configs for k, v in c.env.items()
                 if is_secret_name(k)}
 
 
@@ -48,7 +47,7 @@ def report_of(row: BatchRow, records: list[RunRecord]) -> dict[str, Any]:
         return row.report
     if not any(r.role == "baseline" for r in records):
         raise UserError(f"batch {row.id} ({row.state}) has no baseline record yet")
-    report = build_report(records, to_plan(row.plan))
+    report = build_report(records, row.plan)
     report["state"] = row.state
     return report
 

@@ -114,8 +114,7 @@ def measured(
     """Every ok run of `rows` with a value on its batch's metric: (row, record, metric,
     lower_is_better, median value)."""
     for row in rows:
-        metric = str(row.plan.get("metric") or "output_throughput")
-        lower = bool(row.plan.get("lower_is_better"))
+        metric, lower = row.plan.metric, row.plan.lower_is_better
         for record in records.get(row.id, ()):
             value = median(record.samples(metric))
             if record.status == "ok" and value is not None:

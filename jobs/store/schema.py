@@ -1,7 +1,7 @@
 """The store's schema: the tables Alembic migrates (`jobs/store/migrations`) and row snapshots.
 
 `Batch` and `Run` are SQLAlchemy 2 models; `BatchRow` is the frozen snapshot the store hands
-out, so that no ORM object (and no session) leaks past `jobs.store`.
+out, so that no ORM object (and no session) leaks past `jobs.store`; its plan is a `BatchPlan`.
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
+
+from jobs.core.plans import BatchPlan, to_plan
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -103,7 +105,7 @@ class Run(Base):
 
 @dataclass(frozen=True)
 class BatchRow:
-    """A snapshot of one batch; `plan` and `report` decoded."""
+    """A snapshot of one batch; `plan` and `report` decoded (the plan typed)."""
 
     id: str
     preset: str
@@ -114,7 +116,7 @@ class BatchRow:
     channel: str | None
     thread_ts: str | None
     host: str | None
-    plan: dict[str, Any]
+    plan: BatchPlan
     idempotency_key: str | None
     cancel_requested: bool
     lease_owner: str | None
@@ -130,7 +132,7 @@ def to_batch_row(batch: Batch) -> BatchRow:
     return BatchRow(
         id=batch.id, preset=batch.preset, engine=batch.engine, queue=batch.queue,
         state=batch.state, requested_by=batch.requested_by, channel=batch.channel,
-        thread_ts=batch.thread_ts, host=batch.host, plan=json.loads(batch.plan),
+        thread_ts=batch.thread_ts, host=batch.host, plan=to_plan(json.loads(batch.plan)),
         idempotency_key=batch.idempotency_key, cancel_requested=bool(batch.cancel_requested),
         lease_owner=batch.lease_owner, lease_expires_at=batch.lease_expires_at,
         created_at=batch.created_at, started_at=batch.started_at, finished_at=batch.finished_at,

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from jobs.core.plans import BatchPlan
 from jobs.store.database import NO_SYNC, UnknownBatch, now, rowcount
 from jobs.store.leases import Leases
 from jobs.store.posts import Posts
@@ -35,7 +36,7 @@ class Store(Runs, Leases, Posts):
 
     def create_batch(
         self, *, batch_id: str, preset: str, engine: str, queue: str, requested_by: str,
-        plan: dict[str, Any], channel: str | None = None, thread_ts: str | None = None,
+        plan: BatchPlan, channel: str | None = None, thread_ts: str | None = None,
         idempotency_key: str | None = None, created_at: datetime | None = None,
     ) -> tuple[BatchRow, bool]:
         """A new queued batch and True; or, when the idempotency key is taken, that batch and
@@ -45,8 +46,8 @@ class Store(Runs, Leases, Posts):
         batch = Batch(
             id=batch_id, preset=preset, engine=engine, queue=queue, state="queued",
             requested_by=requested_by, channel=channel, thread_ts=thread_ts,
-            plan=json.dumps(plan), idempotency_key=idempotency_key, cancel_requested=False,
-            created_at=created_at or now(),
+            plan=json.dumps(plan.to_dict()), idempotency_key=idempotency_key,
+            cancel_requested=False, created_at=created_at or now(),
         )
         try:
             with self._write() as session:

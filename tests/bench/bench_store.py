@@ -12,6 +12,7 @@ import sqlalchemy as sa
 
 from jobs.core.records import RunRecord
 from jobs.store import Store
+from tests.conftest import make_plan
 
 PG_ADMIN = os.environ.get(
     "SPECBENCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -36,7 +37,7 @@ def _measure(store: Store, runs: int = 5) -> tuple[float, float]:
     for _ in range(runs):
         batch = f"b-{uuid.uuid4().hex[:8]}"
         store.create_batch(batch_id=batch, preset="bench", engine="local", queue="default",
-                           requested_by="bench", plan={})
+                           requested_by="bench", plan=make_plan())
         records = _records(batch, 1000)
         began = time.perf_counter()
         store.put_records(records)

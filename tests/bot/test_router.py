@@ -61,7 +61,7 @@ def test_run_submits_with_the_callers_identity_and_key(router: Router) -> None:
     assert reply.started is not None and reply.started.created
     row = reply.started.batch
     assert (row.requested_by, row.channel, row.idempotency_key) == ("U_ALICE", "C_LAB", "k-1")
-    assert row.plan["reps"] == 1 and row.plan["overrides"] == {"mem-fraction-static": 0.7}
+    assert row.plan.reps == 1 and row.plan.overrides == {"mem-fraction-static": 0.7}
     again = router.handle("run demo", caller=ALICE, idempotency_key="k-1")
     assert again.started is not None and not again.started.created
     wait_ended(router, row.id)
@@ -102,8 +102,8 @@ def test_retry_runs_the_named_approaches_with_the_baseline(router: Router) -> No
     reply = router.handle(f"retry {first.id} noisy,faster --reps 3", caller=ALICE)
     assert reply.started is not None
     plan = reply.started.batch.plan
-    assert [c["approach"] for c in plan["configs"]] == ["baseline", "faster", "noisy"]
-    assert plan["reps"] == 3
+    assert [c.approach for c in plan.configs] == ["baseline", "faster", "noisy"]
+    assert plan.reps == 3
     assert "no approach 'nosy'" in router.handle(f"retry {first.id} nosy", caller=ALICE).text
     wait_ended(router, reply.started.batch.id)
 

@@ -17,7 +17,7 @@ from jobs.charts.summary import to_chart_png
 from jobs.core.events import make_event
 from jobs.store import Store
 from tests.bot.conftest import PLANTED, FakeEngine
-from tests.conftest import make_record
+from tests.conftest import make_plan, make_record
 
 
 class MemoryPoster:
@@ -60,7 +60,7 @@ def test_progress_updates_coalesce_to_one_per_interval(dispatcher: EmbeddedDispa
     plan = plan_batch("demo")
     row, _ = dispatcher.store.create_batch(
         batch_id="b-coal", preset="demo", engine="local", queue="default",
-        requested_by="U_ALICE", plan=plan.to_dict())
+        requested_by="U_ALICE", plan=plan)
 
     async def scenario() -> None:
         from jobs.batches.dispatch import Submitted
@@ -146,7 +146,7 @@ def test_catch_up_resumes_from_the_store(dispatcher: EmbeddedDispatcher) -> None
 def test_the_summary_claim_is_exclusive_until_it_expires(slack_env: None) -> None:
     store = Store()
     store.create_batch(batch_id="b-1", preset="p", engine="local", queue="q",
-                       requested_by="u", plan={})
+                       requested_by="u", plan=make_plan())
     assert store.claim_summary("b-1", ttl_s=0.2)
     assert not store.claim_summary("b-1")
     time.sleep(0.25)

@@ -16,7 +16,7 @@ from jobs.core.digest import build_digest
 from jobs.core.messages import render_blocks, render_text
 from jobs.core.records import RunRecord
 from jobs.store import BatchRow, Store
-from tests.conftest import make_record
+from tests.conftest import make_plan, make_record
 
 NOW = dt.datetime(2026, 12, 7, 9, 0, tzinfo=dt.UTC)
 
@@ -32,7 +32,7 @@ def row(batch: str, *, days_ago: float, preset: str = "eagle3", state: str = "do
     return BatchRow(
         id=batch, preset=preset, engine="sglang", queue="default", state=state,
         requested_by="U1", channel=None, thread_ts=None, host="gpu1",
-        plan={"metric": "output_throughput", "lower_is_better": False}, idempotency_key=None,
+        plan=make_plan(), idempotency_key=None,
         cancel_requested=False, lease_owner=None, lease_expires_at=None, created_at=created,
         started_at=created, finished_at=created + dt.timedelta(minutes=5), report=report,
         error=None)
@@ -128,7 +128,7 @@ def test_specbench_digest_reads_the_store(
     store = Store(url)
     created = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
     store.create_batch(batch_id="b-1", preset="eagle3", engine="sglang", queue="default",
-                       requested_by="U1", plan={"metric": "output_throughput"},
+                       requested_by="U1", plan=make_plan(),
                        created_at=created)
     store.put_record(rec("b-1", "baseline", 82.0), position=0)
     store.set_state("b-1", "done")

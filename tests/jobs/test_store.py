@@ -21,6 +21,7 @@ from sqlalchemy.exc import IntegrityError
 from jobs.core.records import RunRecord, to_record
 from jobs.store import Store, UnknownBatch
 from jobs.store.schema import Base
+from tests.conftest import make_plan
 
 PG_ADMIN_URL = os.environ.get(
     "SPECBENCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
@@ -76,7 +77,7 @@ def store(url: str) -> Iterator[Store]:
 def new_batch(store: Store, batch_id: str = "b-7f3a9c", **kwargs: Any) -> str:
     fields: dict[str, Any] = {
         "preset": "eagle3", "engine": "local", "queue": "default", "requested_by": "U123",
-        "plan": {"approaches": ["baseline", "eagle3"], "reps": 3},
+        "plan": make_plan(),
     }
     fields.update(kwargs)
     store.create_batch(batch_id=batch_id, **fields)
@@ -184,14 +185,14 @@ def test_a_record_round_trips_exactly(store: Store) -> None:
 def test_an_idempotency_key_returns_the_same_batch(store: Store) -> None:
     first, created = store.create_batch(
         batch_id="b-1", preset="eagle3", engine="local", queue="default", requested_by="U1",
-        plan={"x": 1}, idempotency_key="slack:T1:123.456",
+        plan=make_plan(reps=1), idempotency_key="slack:T1:123.456",
     )
     again, created_again = store.create_batch(
         batch_id="b-2", preset="eagle3", engine="local", queue="default", requested_by="U1",
-        plan={"x": 2}, idempotency_key="slack:T1:123.456",
+        plan=make_plan(reps=2), idempotency_key="slack:T1:123.456",
     )
     assert (created, created_again) == (True, False)
-    assert again == first and again.plan == {"x": 1}
+    assert again == first and again.plan == make_plan(reps=1)
     assert store.get_batch("b-2") is None
 
 
@@ -201,7 +202,7 @@ def test_an_idempotency_key_is_race_safe(store: Store) -> None:
     def create(i: int) -> tuple[str, bool]:
         row, created = store.create_batch(
             batch_id=f"b-{i}", preset="p", engine="local", queue="default", requested_by="U1",
-            plan={}, idempotency_key="same-key",
+            plan=make_plan(), idempotency_key="same-key",
         )
         return row.id, created
 
@@ -220,7 +221,7 @@ def test_a_duplicate_batch_id_without_a_key_is_refused(store: Store) -> None:
 def test_a_new_batch_is_queued_with_utc_times(store: Store) -> None:
     row, _ = store.create_batch(
         batch_id="b-1", preset="eagle3", engine="sglang", queue="gpu-a", requested_by="U1",
-        plan={"nested": {"a": [1, 2]}}, channel="C1", thread_ts="123.456",
+        plan=make_plan(bench={"nested": {"a": [1, 2]}}), channel="C1", thread_ts="123.456",
     )
     assert row == store.get_batch("b-1")
     assert (row.state, row.cancel_requested, row.report, row.host) == ("queued", False, None, None)
@@ -374,7 +375,7 @@ def test_a_failed_write_leaves_nothing_half_written(store: Store) -> None:
         store.put_records(records)
     assert store.records("b-7f3a9c") == []
     with pytest.raises(TypeError):
-        new_batch(store, "b-bad", plan={"not json": object()})
+        new_batch(store, "b-bad", plan=make_plan(bench={"not json": object()}))
     assert store.get_batch("b-bad") is None
 
 
