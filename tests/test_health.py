@@ -127,7 +127,7 @@ def _redis_url() -> str:
 def test_the_beat_process_keeps_its_heartbeat(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": REPO_ROOT, "SPECBENCH_DATA_DIR": str(tmp_path),
            "SPECBENCH_BROKER_URL": _redis_url(), "SPECBENCH_LOG_FORMAT": "json"}
-    beat = subprocess.Popen([sys.executable, "-m", "jobs.broker.beat"], env=env,
+    beat = subprocess.Popen([sys.executable, "-m", "bot.slack.beat"], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     check = [sys.executable, "-m", "jobs.ops.health", "beat", "--quiet"]
     try:

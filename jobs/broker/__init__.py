@@ -1,1 +1,1 @@
-"""Celery over Redis: the app, its tasks, the worker, the digest beat, and the event streams."""
+"""Celery over Redis: the app, the GPU worker and its `run_batch` task, and the event streams."""

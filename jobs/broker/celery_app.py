@@ -4,13 +4,17 @@ Messages are wake-ups carrying a batch ID; the batch's state lives in the store.
 acknowledged as soon as a worker takes it (`task_acks_late=False`): Redis's visibility timeout
 can never deliver a long batch a second time, and a message lost with a dead worker is no loss,
 because a starting or idle worker re-sends `run_batch` for every unfinished batch of its queue
-whose lease has lapsed (`jobs.broker.worker`). The store's lease is what keeps a batch from ever running
-twice at once.
+whose lease has lapsed (`jobs.broker.worker`). The store's lease is what keeps a batch from ever
+running twice at once.
+
+The digest task lives with the Slack code (bot.slack.digest): only the beat process registers it
+(`include`), so a GPU worker never imports slack_sdk.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 
 from celery import Celery
 from celery.schedules import crontab
@@ -19,7 +23,7 @@ from jobs import settings
 
 RUN_BATCH = "specbench.run_batch"
 SEND_DIGEST = "specbench.send_digest"
-DIGEST_QUEUE = "specbench.digest"  # served by `python -m jobs.broker.beat` alone, not the GPU workers
+DIGEST_QUEUE = "specbench.digest"  # served by `python -m bot.slack.beat` alone, never a GPU worker
 DEFAULT_SCHEDULE = "0 9 * * 1"  # Monday 09:00
 
 
@@ -39,9 +43,13 @@ def to_crontab(expression: str) -> crontab:
                    month_of_year=month, day_of_week=day_of_week)
 
 
-def make_app(broker_url: str | None = None) -> Celery:
+def make_app(
+    broker_url: str | None = None, *, include: Sequence[str] = ("jobs.broker.tasks",)
+) -> Celery:
+    """The app on `broker_url`; a worker imports the task modules in `include` (by default the
+    GPU worker's `run_batch`)."""
     url = broker_url or settings.broker_url() or "redis://127.0.0.1:6379/0"
-    app = Celery("specbench", broker=url, backend=url, include=["jobs.broker.tasks"])
+    app = Celery("specbench", broker=url, backend=url, include=list(include))
     schedule = digest_schedule()
     app.conf.update(
         task_serializer="json",

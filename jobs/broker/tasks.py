@@ -1,4 +1,5 @@
-"""The Celery tasks: `run_batch(batch_id)` and the beat's `send_digest()`.
+"""The GPU worker's Celery task, `run_batch(batch_id)` (the beat's `send_digest` is in
+bot.slack.digest: nothing here talks to Slack).
 
 A task takes an ID, loads the rest from the store and calls one core function. `run_batch` runs
 a batch only while it holds the batch's store lease (renewed by a heartbeat thread), so that a
@@ -8,18 +9,13 @@ duplicate or re-sent message, however late, never runs a batch twice at once.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import uuid
-from collections.abc import Callable
-from typing import Any
 
 from celery import shared_task
 
-from jobs import settings
 from jobs.batches.execution import execute_batch
-from jobs.broker.celery_app import RUN_BATCH, SEND_DIGEST
-from jobs.broker.streams import connect
+from jobs.broker.celery_app import RUN_BATCH
 from jobs.broker.worker import Runtime, registry_dir, runtime
 from jobs.core.events import make_event
 from jobs.engines import procs
@@ -107,79 +103,3 @@ def run_batch(batch_id: str) -> str:
     result = run_leased(runtime(), batch_id)
     log.info("run_batch %s: %s", batch_id, result)
     return result
-
-
-# -- the digest -------------------------------------------------------------------------------
-
-CHART_NAME = "specbench-digest-trend.png"
-CHART_TITLE = "Best value per preset and hardware, day by day"
-Poster = Callable[[dict[str, Any], bytes | None], None]
-_poster: Poster | None = None
-
-
-def set_poster(poster: Poster | None) -> None:
-    """Where `post_digest` sends the payload and chart (instead of Slack's Web API)."""
-    global _poster
-    _poster = poster
-
-
-def post_digest(payload: dict[str, Any], chart: bytes | None = None) -> bool:
-    """Post the digest to SPECBENCH_DIGEST_CHANNEL, the trend chart (PNG) in its thread;
-    only logs without SLACK_BOT_TOKEN. Every client honours SLACK_API_URL."""
-    channel = os.environ.get("SPECBENCH_DIGEST_CHANNEL")
-    if not os.environ.get("SLACK_BOT_TOKEN") or not channel:
-        log.info("digest not posted: SLACK_BOT_TOKEN or SPECBENCH_DIGEST_CHANNEL unset")
-        return False
-    if _poster is not None:
-        _poster(payload, chart)
-        return True
-    from slack_sdk import WebClient
-    from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
-
-    base = os.environ.get("SLACK_API_URL") or "https://slack.com/api/"
-    client = WebClient(token=os.environ["SLACK_BOT_TOKEN"], base_url=base.rstrip("/") + "/",
-                       retry_handlers=[RateLimitErrorRetryHandler(max_retry_count=5)])
-    posted = client.chat_postMessage(channel=channel, text=payload["text"],
-                                     blocks=payload["blocks"], unfurl_links=False)
-    if chart is not None:
-        client.files_upload_v2(channel=channel, thread_ts=str(posted["ts"]), content=chart,
-                               filename=CHART_NAME, title=CHART_TITLE, request_file_info=False)
-    return True
-
-
-def digest_message(store: Store, *, days: float = 7.0) -> tuple[dict[str, Any], bytes | None]:
-    """The digest's chat.postMessage payload and its trend chart (None without data)."""
-    from jobs.core.messages import render_blocks, render_text
-    from jobs.core.trends import digest_with_trend
-
-    digest, chart = digest_with_trend(store, days=days, tz=settings.timezone())
-    payload = render_blocks("digest", fallback=render_text("digest", digest=digest),
-                            digest=digest, chart=chart is not None)
-    return payload, chart
-
-
-def digest_payload(store: Store, *, days: float = 7.0) -> dict[str, Any]:
-    return digest_message(store, days=days)[0]
-
-
-def publish_digest(store: Store, *, days: float = 7.0) -> bool:
-    """Build the digest and its chart from the store and post both."""
-    payload, chart = digest_message(store, days=days)
-    return post_digest(payload, chart)
-
-
-@shared_task(name=SEND_DIGEST, ignore_result=True)  # type: ignore[untyped-decorator]
-def send_digest() -> bool:
-    """Build and post the digest, once per schedule slot however many workers' beats fire."""
-    import datetime as dt
-
-    store = Store()
-    try:
-        client = connect(settings.broker_url() or "")
-        slot = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H")
-        # One post per schedule slot, even if beat's message were delivered twice.
-        if not client.set(f"specbench:digest:{slot}", "sent", nx=True, ex=24 * 3600):
-            return False
-        return publish_digest(store)
-    finally:
-        store.close()

@@ -43,7 +43,7 @@ def check_chart_thread(calls: list[Call], *, channel: str) -> None:
 def test_the_beat_posts_the_digest_with_its_trend_chart(
     dispatcher: EmbeddedDispatcher, standin: SlackStandin, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from jobs.broker.tasks import publish_digest
+    from bot.slack.digest import publish_digest
 
     monkeypatch.setenv("SLACK_API_URL", standin.url)
     monkeypatch.setenv("SPECBENCH_DIGEST_CHANNEL", "C_DIGEST")
@@ -59,7 +59,7 @@ def test_the_beat_posts_the_digest_with_its_trend_chart(
 def test_without_a_channel_the_digest_is_not_posted(
     dispatcher: EmbeddedDispatcher, standin: SlackStandin, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from jobs.broker.tasks import publish_digest
+    from bot.slack.digest import publish_digest
 
     monkeypatch.setenv("SLACK_API_URL", standin.url)
     monkeypatch.delenv("SPECBENCH_DIGEST_CHANNEL", raising=False)

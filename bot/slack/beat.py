@@ -1,9 +1,9 @@
-"""The digest scheduler as a process of its own: `python -m jobs.broker.beat` (compose's `beat`).
+"""The digest scheduler as a process of its own: `python -m bot.slack.beat` (compose's `beat`).
 
 Celery beat over `jobs.broker.celery_app.make_app()`, embedded in a worker that serves only the
-digest queue: it sends `send_digest` when SPECBENCH_DIGEST_SCHEDULE says and runs it itself
-(the task still dedups per slot). It logs through `jobs.ops.logs` and touches the `beat`
-heartbeat that `jobs.ops.health` checks.
+digest queue and knows only bot.slack.digest's `send_digest`: it sends the task when
+SPECBENCH_DIGEST_SCHEDULE says and runs it itself (the task still dedups per slot). It logs
+through `jobs.ops.logs` and touches the `beat` heartbeat that `jobs.ops.health` checks.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m jobs.broker.beat", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bot.slack.beat", description=__doc__)
     parser.add_argument("--schedule", metavar="PATH",
                         help="beat's state file (default: DATA_DIR/celerybeat-schedule)")
     return parser
@@ -39,18 +39,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     signals.setup_logging.connect(_keep_our_logging, weak=False)
     url = settings.broker_url()
     if url is None:
-        print("python -m jobs.broker.beat: error: SPECBENCH_BROKER_URL is not set", file=sys.stderr)
+        print("python -m bot.slack.beat: error: SPECBENCH_BROKER_URL is not set",
+              file=sys.stderr)
         return 1
     logs.log_start("beat")
-    app = make_app(url)
+    app = make_app(url, include=["bot.slack.digest"])  # send_digest, and no GPU task
     if not app.conf.beat_schedule:
         log.info("SPECBENCH_DIGEST_SCHEDULE is off: beat runs with nothing to send")
     schedule = args.schedule or str(settings.data_dir() / "celerybeat-schedule")
     settings.data_dir().mkdir(parents=True, exist_ok=True)
     # Until Celery installs its own handler, a stop request still unwinds through `finally`.
     signal.signal(signal.SIGTERM, _exit)
-    import jobs.broker.tasks  # noqa: F401 - registers send_digest with the app
-
     heartbeat = health.start_heartbeat("beat")
     try:
         # The only scheduler, with a worker of its own for the digest queue: the digest is
