@@ -25,6 +25,7 @@ from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.engines import local_child
 from jobs.engines.base import RunContext, now_iso, to_run_record
+from jobs.engines.flags import to_flag
 from jobs.engines.procs import LineCallback, ProcessGroup
 
 # Knobs that decide the model and the prompts: with all of them equal to the baseline's, greedy
@@ -33,10 +34,6 @@ OUTPUT_KNOBS = ("hidden-size", "intermediate-size", "num-layers", "num-heads", "
 _POLL_S = 0.1
 _STOP_GRACE_S = 2.0
 _REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def to_flag(key: str) -> str:
-    return "--" + key.lstrip("-").replace("_", "-")
 
 
 def to_argv(knobs: Mapping[str, Any]) -> list[str]:

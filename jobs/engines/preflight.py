@@ -21,6 +21,7 @@ from typing import Any
 
 from jobs.core.errors import EngineError, UserError
 from jobs.core.plans import BatchPlan
+from jobs.engines.flags import to_flag as to_flag  # re-exported for jobs.engines.sglang
 from jobs.settings import data_dir
 
 PROG = "launch_server.py"  # argparse's prog for `python -m sglang.launch_server`
@@ -28,11 +29,6 @@ _VERSION_PROBE = "import sglang; print(sglang.__version__)"
 _FLAG = re.compile(r"^--?[A-Za-z0-9][\w.-]*$")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _memory: dict[tuple[str, str], frozenset[str]] = {}
-
-
-def to_flag(key: str) -> str:
-    """A preset's server-arg key as a command-line flag: `tp_size` and `tp-size` -> `--tp-size`."""
-    return "--" + key.lstrip("-").replace("_", "-")
 
 
 def parse_help_flags(help_text: str) -> frozenset[str]:
