@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import datetime
 import os
+import re
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
 _SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+# `scheme://user:password@host`: the password part, whatever env variable it came from.
+_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^@/\s]+(?=@)")
 
 
 def _shipped(name: str) -> Path:
@@ -78,6 +81,11 @@ def redact(text: str, extra: dict[str, str] | None = None) -> str:
     for value in sorted(values, key=len, reverse=True):
         text = text.replace(value, "***")
     return text
+
+
+def redact_urls(text: str) -> str:
+    """`text` with the password of every URL it quotes read *** (`redis://:***@host`)."""
+    return _URL_PASSWORD.sub(r"\g<head>***", text)
 
 
 def redact_env(env: dict[str, str]) -> dict[str, str]:

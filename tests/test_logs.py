@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from jobs import __version__
+from jobs.core.errors import BrokerError
 from jobs.ops.logs import configure_logging, log_start, scrub
 
 SECRET = "xoxb-planted-secret-4711"
@@ -33,7 +34,8 @@ def _lines(stream: io.StringIO) -> list[str]:
 def test_json_lines_parse_and_carry_the_fields() -> None:
     stream = io.StringIO()
     configure_logging(json=True, stream=stream)
-    logging.getLogger("jobs.broker.worker").info("batch %s started", "b-1", extra={"queue": "h200-a"})
+    log = logging.getLogger("jobs.broker.worker")
+    log.info("batch %s started", "b-1", extra={"queue": "h200-a"})
     (line,) = _lines(stream)
     entry = json.loads(line)
     assert entry["message"] == "batch b-1 started"
@@ -62,6 +64,11 @@ def test_url_passwords_are_masked() -> None:
     assert scrub("redis://:hunter2@redis:6379/0") == "redis://:***@redis:6379/0"
     assert scrub("postgresql+psycopg://specbench:pw@db/x") == "postgresql+psycopg://specbench:***@db/x"
     assert scrub("http://example.com:8080/path") == "http://example.com:8080/path"
+
+
+def test_the_broker_error_hides_the_urls_password() -> None:
+    error = BrokerError.unreachable("redis://:hunter2@redis:6379/0", "Connection refused")
+    assert str(error) == "cannot reach the broker at redis://:***@redis:6379/0: Connection refused"
 
 
 def test_plain_lines_are_redacted(monkeypatch: pytest.MonkeyPatch) -> None:

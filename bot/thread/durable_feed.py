@@ -37,7 +37,6 @@ def open_feed(dispatcher: Dispatcher, *, group: str = GROUP) -> Any:
     import redis
 
     from jobs.broker.streams import StreamReader, connect
-    from jobs.broker.worker import safe_url
     from jobs.core.errors import BrokerError
 
     client = connect(url)
@@ -48,7 +47,7 @@ def open_feed(dispatcher: Dispatcher, *, group: str = GROUP) -> Any:
                               claim_idle_s=CLAIM_IDLE_S)
     except (redis.RedisError, OSError) as exc:
         client.close()
-        raise BrokerError(f"cannot reach the broker at {safe_url(url)}: {exc}") from None
+        raise BrokerError.unreachable(url, exc) from None
     _forget_stale_consumers(client, group)
     return reader
 

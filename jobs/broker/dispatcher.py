@@ -13,7 +13,7 @@ from jobs.batches.dispatch import QueueEntry, Submitted, Subscription, queue_ent
 from jobs.batches.planning import submit
 from jobs.broker.celery_app import RUN_BATCH, make_app
 from jobs.broker.streams import StreamSink, StreamSubscription, connect
-from jobs.broker.worker import WORKER_KEY, ping, safe_url
+from jobs.broker.worker import WORKER_KEY, ping
 from jobs.core.errors import BrokerError
 from jobs.core.events import make_event
 from jobs.core.plans import BatchPlan
@@ -66,7 +66,7 @@ class DistributedDispatcher:
         except Exception as exc:  # noqa: BLE001 - kombu raises many kinds; all mean "unreachable"
             self.store.delete_batch(row.id)
             self._checked = False
-            raise BrokerError(f"cannot reach the broker at {safe_url(self.url)}: {exc}") from None
+            raise BrokerError.unreachable(self.url, exc) from None
         position = self.position(row)
         StreamSink(self._client).emit(make_event(
             "batch.queued", row.id, queue=row.queue, position=position, preset=row.preset,

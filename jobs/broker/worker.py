@@ -48,17 +48,12 @@ def lease_ttl() -> float:
         return DEFAULT_LEASE_TTL_S
 
 
-def safe_url(url: str) -> str:
-    """The URL as it may be shown: any password reads ***."""
-    return re.sub(r"(//[^:/@]*:)[^@/]*@", r"\1***@", url)
-
-
 def ping(client: redis.Redis, url: str) -> None:
     """Raise BrokerError unless the broker answers now."""
     try:
         client.ping()
     except (redis.RedisError, OSError) as exc:
-        raise BrokerError(f"cannot reach the broker at {safe_url(url)}: {exc}") from None
+        raise BrokerError.unreachable(url, exc) from None
 
 
 def registry_dir(queue: str) -> Path:
@@ -192,7 +187,7 @@ def main(queue: str) -> int:
     global _runtime
     rt = _runtime = Runtime(queue=queue, url=url, store=Store(), client=client, ttl=lease_ttl())
     print(f"specbench {__version__} worker {rt.worker_id} serving queue {queue!r} "
-          f"on {safe_url(url)}", flush=True)
+          f"on {settings.redact_urls(url)}", flush=True)
     registry = registry_dir(queue)
     procs.set_registry(registry)
     killed = procs.kill_orphans(registry)

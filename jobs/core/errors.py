@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import difflib
 
+from jobs.settings import redact_urls
+
 
 class SpecbenchError(Exception):
     """A failure specbench reports itself; `str()` is a one-line message fit for chat."""
@@ -49,6 +51,11 @@ class InfraError(SpecbenchError):
 
 class BrokerError(InfraError):
     """The broker cannot be reached."""
+
+    @classmethod
+    def unreachable(cls, url: str, cause: object) -> BrokerError:
+        """The one message for a broker that does not answer; the URL's password reads ***."""
+        return cls(f"cannot reach the broker at {redact_urls(url)}: {cause}")
 
 
 class EngineError(InfraError):

@@ -14,7 +14,6 @@ import json as jsonlib
 import logging
 import os
 import platform
-import re
 import sys
 from typing import IO, Any
 
@@ -22,8 +21,6 @@ from jobs import __version__, settings
 
 FORMAT_VARIABLE = "SPECBENCH_LOG_FORMAT"
 _PLAIN = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-# `scheme://user:password@host`: the password part, whatever env variable it came from.
-_URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^@/\s]+(?=@)")
 # Loggers whose INFO lines are noise at every start (Alembic lists its plugins).
 _CHATTY = ("alembic.runtime.plugins",)
 # Attributes every LogRecord has; anything else on a record came from `extra=` and is logged.
@@ -34,7 +31,7 @@ _STANDARD_ATTRS = frozenset(
 
 def scrub(text: str) -> str:
     """`text` as it may be logged: secret env values and URL passwords read ***."""
-    return _URL_PASSWORD.sub(r"\g<head>***", settings.redact(text))
+    return settings.redact_urls(settings.redact(text))
 
 
 def _scrub_value(value: Any, *, name: str = "") -> Any:
