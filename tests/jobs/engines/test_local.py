@@ -14,7 +14,7 @@ from jobs.core.presets import load_preset
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
 from jobs.engines import local as local_engine
-from jobs.engines import local_child
+from jobs.engines import local_child, local_model
 from jobs.engines.base import RunContext
 from jobs.engines.local import LocalEngine
 from jobs.engines.procs import ProcessGroup, group_members
@@ -28,12 +28,12 @@ SMALL = ["--num-prompts", "6", "--input-len", "96", "--output-len", "48"]
 @pytest.fixture(scope="module")
 def model() -> Any:
     torch.set_num_threads(1)
-    return local_child.build_target(local_child.parse_args(SMALL))
+    return local_model.build_target(local_child.parse_args(SMALL))
 
 
 @pytest.fixture(scope="module")
 def prompts(model: Any) -> list[list[int]]:
-    return local_child.make_prompts(local_child.parse_args(SMALL), model)
+    return local_model.make_prompts(local_child.parse_args(SMALL), model)
 
 
 def outputs_of(model: Any, prompts: list[list[int]], *flags: str) -> tuple[list[list[int]], int]:
