@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who typed the command, and where; `surface` is "slack", "console" or "cli"."""
+    """Who typed the command, and where; `surface` is "slack", "console", "cli" or "beat"."""
 
     user: str
     channel: str | None = None
