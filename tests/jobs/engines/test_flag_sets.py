@@ -1,0 +1,61 @@
+"""The flag sets read from real SGLang wheels (scripts/sglang_flags.py) hang together."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from jobs.engines.preflight import parse_help_flags
+
+ROOT = Path(__file__).resolve().parents[3]
+FLAGS = ROOT / "tests" / "standin" / "sglang" / "flags"
+HELP_0_5_23 = ROOT / "tests" / "jobs" / "fixtures" / "sglang-0.5.23-help.txt"
+VERSIONS = ("0.5.2", "0.5.3", "0.5.8", "0.5.9", "0.5.14", "0.5.15", "0.5.19", "0.5.20", "0.5.23")
+
+
+def flag_set(version: str) -> dict[str, dict[str, object]]:
+    data = json.loads((FLAGS / f"{version}.json").read_text())
+    assert data["version"] == version
+    return {option: row for row in data["launch_server"] for option in row["o"]}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_kept_release_has_the_basic_server_flags(version: str) -> None:
+    flags = flag_set(version)
+    for flag in ("--model-path", "--port", "--host", "--tp-size", "--mem-fraction-static",
+                 "--speculative-algorithm", "--disable-custom-all-reduce"):
+        assert flag in flags, (version, flag)
+    assert "--enable-custom-allreduce-pcie" not in flags
+
+
+def test_the_real_0_5_23_help_lists_exactly_the_visible_flags_of_its_set() -> None:
+    visible = {o for o, row in flag_set("0.5.23").items() if not row.get("h")}
+    assert parse_help_flags(HELP_0_5_23.read_text()) == visible | {"-h", "--help"}
+    assert HELP_0_5_23.read_text().startswith("usage: sglang serve [-h] --model-path MODEL_PATH")
+
+
+def test_the_history_covers_every_release_between_the_kept_ones() -> None:
+    history = json.loads((FLAGS / "history.json").read_text())
+    releases = history["releases"]
+    assert set(VERSIONS) <= set(releases)
+    assert releases == [f"0.5.{n}" for n in range(2, 24)]
+    changes = history["changes"]
+    assert "--enable-torch-symm-mem" in changes["0.5.3"]["launch_server"]["added"]
+    assert changes["0.5.14"]["launch_server"]["deprecated"]["--cuda-graph-max-bs"] == (
+        "--cuda-graph-max-bs-decode"
+    )
+    assert "--cuda-graph-max-bs" in changes["0.5.20"]["launch_server"]["removed"]
+
+
+def test_cuda_graph_max_bs_runs_0_5_2_to_0_5_19_as_an_alias_from_0_5_14() -> None:
+    for version in ("0.5.2", "0.5.3", "0.5.8", "0.5.9"):
+        assert "k" not in flag_set(version)["--cuda-graph-max-bs"]
+    for version in ("0.5.14", "0.5.15", "0.5.19"):
+        row = flag_set(version)["--cuda-graph-max-bs"]
+        assert row["k"] == "DeprecatedAliasStoreAction"
+        assert row["new"] == "--cuda-graph-max-bs-decode"
+    for version in ("0.5.20", "0.5.23"):
+        assert "--cuda-graph-max-bs" not in flag_set(version)
+        assert "--cuda-graph-max-bs-decode" in flag_set(version)
