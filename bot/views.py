@@ -7,6 +7,7 @@ command's answer on its own.
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 from jobs.commands.cancel import Cancelled
@@ -15,7 +16,7 @@ from jobs.commands.run import Started
 from jobs.commands.show import Shown
 from jobs.core.messages import render_blocks, render_report, render_text, summary_payload
 from jobs.core.presets import Preset
-from jobs.settings import redact
+from jobs.settings import redact, secret_values
 
 
 def started(data: Started) -> str:
@@ -33,13 +34,15 @@ def status(data: dict[str, Any], fmt: str = "text") -> str:
 def shown(data: Shown, fmt: str = "text") -> str:
     """The report in `fmt` (text, json, slack), env secrets of the batch masked."""
     assert data.report is not None
-    return redact(render_report(data.report, fmt), data.secrets)
+    secrets = secret_values(os.environ, data.secrets)
+    return redact(render_report(data.report, fmt), secrets=secrets)
 
 
 def shown_blocks(data: Shown) -> list[dict[str, Any]]:
     assert data.report is not None
     blocks = summary_payload(data.report)["blocks"]
-    masked: list[dict[str, Any]] = json.loads(redact(json.dumps(blocks), data.secrets))
+    secrets = secret_values(os.environ, data.secrets)
+    masked: list[dict[str, Any]] = json.loads(redact(json.dumps(blocks), secrets=secrets))
     return masked
 
 

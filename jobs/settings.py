@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import os
 import re
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
@@ -65,20 +66,17 @@ def is_secret_name(name: str) -> bool:
     return any(word in upper for word in _SECRET_WORDS)
 
 
-def secret_values(environ: dict[str, str] | None = None) -> list[str]:
-    """The values that must never be shown: every env value whose name looks secret."""
-    env = os.environ if environ is None else environ
-    return sorted(
-        {v for k, v in env.items() if is_secret_name(k) and len(v) >= 4}, key=len, reverse=True
-    )
+def secret_values(*environs: Mapping[str, str]) -> tuple[str, ...]:
+    """The values that must never be shown: in every environment given (`os.environ`, a run's
+    env), each value of 4 characters or more whose name looks secret; longest first."""
+    values = {str(v) for env in environs for k, v in env.items() if is_secret_name(k)}
+    return tuple(sorted((v for v in values if len(v) >= 4), key=len, reverse=True))
 
 
-def redact(text: str, extra: dict[str, str] | None = None) -> str:
-    """Replace every secret value (from the process env and `extra`) with ***."""
-    values = set(secret_values())
-    if extra:
-        values.update(v for k, v in extra.items() if is_secret_name(k) and len(str(v)) >= 4)
-    for value in sorted(values, key=len, reverse=True):
+def redact(text: str, *, secrets: Iterable[str]) -> str:
+    """`text` with each of `secrets` (see `secret_values`) replaced by ***, longest first so
+    that a secret holding another is masked whole."""
+    for value in sorted(set(secrets), key=len, reverse=True):
         text = text.replace(value, "***")
     return text
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 import traceback
 import uuid
@@ -115,7 +116,9 @@ def _log_incident(incident: str) -> None:
         folder = settings.data_dir() / "logs"
         folder.mkdir(parents=True, exist_ok=True)
         with open(folder / "errors.log", "a", encoding="utf-8") as handle:
-            handle.write(f"--- incident {incident}\n{settings.redact(traceback.format_exc())}\n")
+            secrets = settings.secret_values(os.environ)
+            shown = settings.redact(traceback.format_exc(), secrets=secrets)
+            handle.write(f"--- incident {incident}\n{shown}\n")
     except OSError:
         pass
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -56,8 +57,7 @@ class BatchThread:
         self.progress = ProgressMessage.of(self.row.id, (c.approach for c in plan.configs))
         self.progress.add_records(self.hub.dispatcher.store.records(self.row.id))
         self.edits = Coalescer(self.hub.interval)
-        self.secrets = {k: v for c in plan.configs for k, v in c.env.items()
-                        if settings.is_secret_name(k)}
+        self.secrets = settings.secret_values(os.environ, *(c.env for c in plan.configs))
         self.host = self.row.host
 
     # --- messages ---
@@ -79,7 +79,7 @@ class BatchThread:
         return redacted(message, self.redact)
 
     def redact(self, text: str) -> str:
-        return settings.redact(text, self.secrets)
+        return settings.redact(text, secrets=self.secrets)
 
     # --- lifecycle ---
 

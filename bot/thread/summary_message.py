@@ -4,6 +4,7 @@ the run records), and what the summary's Show-logs button answers."""
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -58,20 +59,21 @@ def _shown(record: RunRecord) -> dict[str, Any]:
     """A run record as it may be uploaded: secret env values read ***, the log redacted."""
     data = record.to_dict()
     data["env"] = settings.redact_env(dict(record.env))
-    data["log_tail"] = settings.redact(record.log_tail, record.env)
+    data["log_tail"] = settings.redact(
+        record.log_tail, secrets=settings.secret_values(os.environ, record.env))
     return data
 
 
 def logs_message(*, store: Any, batch_id: str) -> Message:
     """The failed approaches' log tails (the Show-logs button), redacted."""
     records = store.records(batch_id)
-    secrets = {k: v for r in records for k, v in r.env.items() if settings.is_secret_name(k)}
+    secrets = settings.secret_values(os.environ, *(r.env for r in records))
     logs = []
     for r in records:
         if r.status in ("failed", "timeout"):
-            lines = settings.redact(r.log_tail, secrets).splitlines()[-LOG_LINES:]
+            lines = settings.redact(r.log_tail, secrets=secrets).splitlines()[-LOG_LINES:]
             tail = "\n".join(lines)[-2800:].replace("```", "'''")
             logs.append({"approach": r.approach, "status": r.status, "cause": None,
                          "lines": len(lines), "tail": tail})
     text = render_text("batch_logs", batch=batch_id, logs=logs)
-    return Message(text=settings.redact(text, secrets))
+    return Message(text=settings.redact(text, secrets=secrets))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 from typing import Any
 
 import jinja2
@@ -42,14 +43,21 @@ def environment() -> jinja2.Environment:
 def render_text(name: str, **context: Any) -> str:
     """A plain-text template (`NAME.txt.j2`), redacted."""
     text = environment().get_template(f"{name}.txt.j2").render(**context)
-    return settings.redact(text).rstrip() + "\n"
+    return settings.redact(text, secrets=_secrets()).rstrip() + "\n"
 
 
 def render_blocks(name: str, *, fallback: str, **context: Any) -> dict[str, Any]:
     """A Block Kit template (`NAME.slack.j2`) as a chat.postMessage payload within limits."""
     raw = environment().get_template(f"{name}.slack.j2").render(**context)
-    blocks = json.loads(settings.redact(raw))
-    return {"text": settings.redact(fallback)[:MAX_SECTION_CHARS], "blocks": fit_blocks(blocks)}
+    secrets = _secrets()
+    blocks = json.loads(settings.redact(raw, secrets=secrets))
+    text = settings.redact(fallback, secrets=secrets)[:MAX_SECTION_CHARS]
+    return {"text": text, "blocks": fit_blocks(blocks)}
+
+
+def _secrets() -> tuple[str, ...]:
+    """The process's secrets, read at each render: a message never shows one, even one set late."""
+    return settings.secret_values(os.environ)
 
 
 def fit_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -87,7 +95,8 @@ def _note(text: str) -> dict[str, Any]:
 def render_report(report: dict[str, Any], fmt: str) -> str:
     """The batch summary in one of `FORMATS`."""
     if fmt == "json":
-        return settings.redact(json.dumps(report, indent=2, ensure_ascii=False)) + "\n"
+        text = json.dumps(report, indent=2, ensure_ascii=False)
+        return settings.redact(text, secrets=_secrets()) + "\n"
     if fmt == "slack":
         return json.dumps(summary_payload(report), indent=2, ensure_ascii=False) + "\n"
     names = [r["approach"] for r in report["results"]]

@@ -7,6 +7,7 @@ then the comparison of medians.
 
 from __future__ import annotations
 
+import os
 import re
 import statistics
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from typing import Any
 from jobs.core.plans import confounds
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, cause_of
-from jobs.settings import redact
+from jobs.settings import redact, secret_values
 
 DRIFT_KEYS = ("gpu", "gpu_count", "driver", "cuda", "torch", "sglang", "nccl")
 VERDICTS = (
@@ -162,7 +163,8 @@ def fingerprint_drift(
 
 def _failed(record: RunRecord, *, metric: Metric, rules: RuleSet) -> Verdict:
     tag, line = cause_of(log_tail=record.log_tail, status=record.status, rules=rules)
-    line = redact(line, record.env)  # the run's own secret env values, quoted from its log
+    # The process's secrets and the run's own, quoted from its log, never reach the report.
+    line = redact(line, secrets=secret_values(os.environ, record.env))
     if record.status == "ok" and tag == "crash":
         why = f"no repetition produced {metric.name}"
     elif record.status == "timeout" and tag == "timeout":

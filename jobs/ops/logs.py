@@ -2,8 +2,9 @@
 
 `configure_logging()` picks the format from `SPECBENCH_LOG_FORMAT` (`json` or `text`; text when
 unset) and installs one stderr handler on the root logger. Whatever the format, every line goes
-through `jobs.settings.redact` (SPEC.md: env values whose name contains TOKEN, KEY, SECRET or
-PASSWORD read `***`) and loses the password of any URL it quotes, tracebacks included.
+through `jobs.settings.redact` with the secrets of the environment at that call (SPEC.md: env
+values whose name contains TOKEN, KEY, SECRET or PASSWORD read `***`) and loses the password of
+any URL it quotes, tracebacks included.
 `log_start(role)` logs the version a process runs, once, at its start.
 """
 
@@ -15,6 +16,7 @@ import logging
 import os
 import platform
 import sys
+from collections.abc import Sequence
 from typing import IO, Any
 
 from jobs import __version__, settings
@@ -29,27 +31,32 @@ _STANDARD_ATTRS = frozenset(
 ) | {"message", "asctime", "taskName"}
 
 
-def scrub(text: str) -> str:
-    """`text` as it may be logged: secret env values and URL passwords read ***."""
-    return settings.redact_urls(settings.redact(text))
+def scrub(text: str, *, secrets: Sequence[str]) -> str:
+    """`text` as it may be logged: `secrets` (`settings.secret_values`) and URL passwords read
+    ***."""
+    return settings.redact_urls(settings.redact(text, secrets=secrets))
 
 
-def _scrub_value(value: Any, *, name: str = "") -> Any:
+def _scrub_value(value: Any, secrets: Sequence[str], *, name: str = "") -> Any:
     if name and settings.is_secret_name(name):
         return "***"
     if isinstance(value, str):
-        return scrub(value)
+        return scrub(value, secrets=secrets)
     if isinstance(value, dict):
-        return {str(k): _scrub_value(v, name=str(k)) for k, v in value.items()}
+        return {str(k): _scrub_value(v, secrets, name=str(k)) for k, v in value.items()}
     if isinstance(value, list | tuple | set | frozenset):
-        return [_scrub_value(v) for v in value]
+        return [_scrub_value(v, secrets) for v in value]
     if value is None or isinstance(value, bool | int | float):
         return value
-    return scrub(str(value))
+    return scrub(str(value), secrets=secrets)
 
 
 class JsonFormatter(logging.Formatter):
     """One JSON object a line: ts, level, logger, message, any `extra=` fields, exc."""
+
+    def __init__(self, *, secrets: Sequence[str]) -> None:
+        super().__init__()
+        self._secrets = secrets
 
     def format(self, record: logging.LogRecord) -> str:
         payload: dict[str, Any] = {
@@ -68,17 +75,18 @@ class JsonFormatter(logging.Formatter):
         if record.stack_info:
             payload["stack"] = self.formatStack(record.stack_info)
         # Redact field by field before encoding, so that JSON escaping cannot hide a secret.
-        return jsonlib.dumps(_scrub_value(payload), ensure_ascii=False)
+        return jsonlib.dumps(_scrub_value(payload, self._secrets), ensure_ascii=False)
 
 
 class PlainFormatter(logging.Formatter):
     """The usual `time level logger: message` line, redacted (traceback included)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, secrets: Sequence[str]) -> None:
         super().__init__(_PLAIN)
+        self._secrets = secrets
 
     def format(self, record: logging.LogRecord) -> str:
-        return scrub(super().format(record))
+        return scrub(super().format(record), secrets=self._secrets)
 
 
 class _SpecbenchHandler(logging.StreamHandler):  # type: ignore[type-arg]
@@ -99,8 +107,10 @@ def configure_logging(
     `setup_logging` signal (connect it to keep Celery from installing its own).
     """
     use_json = is_json_requested() if json is None else json
+    secrets = settings.secret_values(os.environ)  # the process's own: read once, at start
+    formatter = JsonFormatter if use_json else PlainFormatter
     handler = _SpecbenchHandler(stream if stream is not None else sys.stderr)
-    handler.setFormatter(JsonFormatter() if use_json else PlainFormatter())
+    handler.setFormatter(formatter(secrets=secrets))
     root = logging.getLogger()
     for old in [h for h in root.handlers if isinstance(h, _SpecbenchHandler)]:
         root.removeHandler(old)
