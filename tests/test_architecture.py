@@ -2,25 +2,31 @@
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import pkgutil
 import subprocess
 import sys
 from pathlib import Path
 
 from tests.conftest import REPO, make_record
 
-CORE = (
-    "jobs.core.records", "jobs.core.presets", "jobs.core.plans", "jobs.core.verdicts", "jobs.core.report",
-    "jobs.core.remedies", "jobs.core.rules", "jobs.core.messages", "jobs.core.errors", "jobs.settings",
-    "jobs.core.events",
-)
-# Adapter libraries (and our own adapters) that no core module may pull in.
+CORE_DIR = REPO / "jobs" / "core"
+# Every module of the core, found on disk (a new one is checked without being listed here).
+CORE = tuple(
+    sorted(m.name for m in pkgutil.walk_packages([str(CORE_DIR)], prefix="jobs.core."))
+) + ("jobs.core", "jobs.settings")
+# Adapter libraries (and our own adapters) that no core module may pull in, even indirectly.
 ADAPTERS = (
     "torch", "transformers", "celery", "kombu", "redis", "slack_bolt", "slack_sdk",
-    "sqlalchemy", "alembic", "httpx", "uvicorn", "starlette", "aiohttp",
-    "jobs.engines.sglang", "jobs.engines.local", "jobs.store", "jobs.engines.procs",
+    "sqlalchemy", "alembic", "httpx", "uvicorn", "starlette", "aiohttp", "matplotlib",
+    "subprocess", "urllib.request",
+    "jobs.store", "jobs.broker", "jobs.engines", "jobs.charts", "bot",
 )
+# What no core module may import itself (`urllib.parse` comes in with pathlib, so only the
+# direct import of any part of urllib can be told apart).
+DIRECT = (*ADAPTERS, "urllib")
 # What `specbench analyze` must never import (SPEC.md: no GPU, broker or Slack).
 HEAVY = ("torch", "transformers", "celery", "kombu", "redis", "slack_bolt", "slack_sdk")
 
@@ -40,6 +46,10 @@ def offending(modules: list[str], banned: tuple[str, ...]) -> list[str]:
     return sorted(m for m in modules if any(m == b or m.startswith(b + ".") for b in banned))
 
 
+def test_the_core_is_found_on_disk() -> None:
+    assert {"jobs.core.report", "jobs.core.verdicts", "jobs.core.plans"} <= set(CORE)
+
+
 def test_core_modules_import_no_adapter_library() -> None:
     code = (
         "import importlib, json, sys\n"
@@ -49,6 +59,35 @@ def test_core_modules_import_no_adapter_library() -> None:
     modules = python(code)
     assert set(CORE) <= set(modules)
     assert offending(modules, ADAPTERS) == []
+
+
+def imported_names(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, module) of every import that runs, lazy ones in functions included; imports
+    under `if TYPE_CHECKING:` are only read by the type checker and left out."""
+    typing_only = {
+        id(inner) for node in ast.walk(tree)
+        if isinstance(node, ast.If) and ast.unparse(node.test).endswith("TYPE_CHECKING")
+        for stmt in node.body for inner in ast.walk(stmt)
+    }
+    found: list[tuple[int, str]] = []
+    for node in ast.walk(tree):
+        if id(node) in typing_only:
+            continue
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def test_core_modules_name_no_adapter_in_their_own_imports() -> None:
+    found = [
+        f"{path.relative_to(REPO)}:{line} imports {name}"
+        for path in sorted(CORE_DIR.rglob("*.py"))
+        for line, name in imported_names(ast.parse(path.read_text(encoding="utf-8")))
+        if offending([name], DIRECT)
+    ]
+    assert found == []
 
 
 def test_analyze_imports_no_torch_celery_or_slack(tmp_path: Path) -> None:
