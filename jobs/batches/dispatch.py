@@ -2,8 +2,8 @@
 
 Two implementations share this interface (SPEC.md's modes): `EmbeddedDispatcher` runs batches
 on an in-process worker thread, one at a time, and publishes events on an in-process channel;
-`jobs.broker.dispatcher.DistributedDispatcher` sends them as Celery tasks over Redis and reads events
-from a Redis Stream. Chat surfaces (CLI, console, Slack) only see `Dispatcher`.
+`jobs.broker.dispatcher.DistributedDispatcher` sends them as Celery tasks over Redis and reads
+events from a Redis Stream. Chat surfaces (CLI, console, Slack) only see `Dispatcher`.
 """
 
 from __future__ import annotations

@@ -200,8 +200,9 @@ def leftovers() -> list[str]:
 
 def cli(site: Site, *args: str, broker: str | None = None,
         timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args], env=site.worker_env(broker),
-                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args],
+                          env=site.worker_env(broker), cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 @pytest.fixture
@@ -422,8 +423,8 @@ def test_an_unreachable_broker_fails_fast_and_stores_nothing(using: Site, tmp_pa
     env = using.worker_env(f"redis://127.0.0.1:{free_port()}/0")
     env["SPECBENCH_DATABASE_URL"] = database
     begun = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "bot.cli.main", "run", "standin"], env=env, cwd=REPO,
-                          capture_output=True, text=True, timeout=25)
+    done = subprocess.run([sys.executable, "-m", "bot.cli.main", "run", "standin"], env=env,
+                          cwd=REPO, capture_output=True, text=True, timeout=25)
     took = time.monotonic() - begun
     assert done.returncode == 1, done.stderr
     assert took < 10, f"took {took:.1f} s"
