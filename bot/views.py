@@ -22,7 +22,8 @@ from jobs.settings import redact, secret_values
 def started(data: Started) -> str:
     row = data.submitted.batch
     verb = "queued" if data.submitted.created else "already submitted"
-    return f"batch {row.id} ({row.preset}) {verb}, position {data.submitted.position} on {row.queue}"
+    position = data.submitted.position
+    return f"batch {row.id} ({row.preset}) {verb}, position {position} on {row.queue}"
 
 
 def status(data: dict[str, Any], fmt: str = "text") -> str:
