@@ -144,6 +144,13 @@ class Worker:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
+    def logged(self, text: str, *, timeout: float = 10.0) -> str:
+        """The log once it holds `text` (the task logs its result after its last event)."""
+        deadline = time.monotonic() + timeout
+        while text not in (out := self.output()) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return out
+
     def kill9(self) -> None:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=10)
@@ -251,7 +258,8 @@ def test_a_batch_runs_through_the_queue_and_a_duplicate_starts_nothing(
     assert store.get_batch(first.batch.id).state == "done"  # type: ignore[union-attr]
     assert [r.approach for r in store.records(first.batch.id)] == ["baseline", "second", "third"]
     assert len(store.list_batches()) == 1
-    assert main_worker.output().count(f"run_batch {first.batch.id}: ran") == 1
+    ran = f"run_batch {first.batch.id}: ran"
+    assert main_worker.logged(ran).count(ran) == 1
     assert leftovers() == []
 
 
