@@ -203,7 +203,16 @@ def dynamic(choices):
     return not values or any(type(v) is StubMeta or "<stub " in str(v) for v in values)
 
 
-def action(a):
+def is_plain(value):
+    """A default worth writing: a finite number or a non-empty string."""
+    if isinstance(value, bool) or not isinstance(value, (str, int, float)):
+        return False
+    if isinstance(value, float) and (value != value or abs(value) == float("inf")):
+        return False
+    return value != ""
+
+
+def action(a, defaults):
     row = {"o": list(a.option_strings)}
     if a.nargs != 0:
         row["n"] = a.nargs if a.nargs is not None else 1
@@ -225,10 +234,12 @@ def action(a):
     long = next((o for o in a.option_strings if o.startswith("--")), None)
     if long is not None and a.dest != long[2:].replace("-", "_"):
         row["d"] = a.dest
+    if defaults and a.nargs != 0 and is_plain(a.default):
+        row["df"] = a.default
     return row
 
 
-def probe(module):
+def probe(module, defaults=False):
     caught.clear()
     out, err = io.StringIO(), io.StringIO()
     sys.argv = [module, "--help"]
@@ -243,14 +254,16 @@ def probe(module):
     if not caught:
         return {"error": f"{module}: no parser ({code}): {err.getvalue()[-2000:]}"}
     parser = caught[-1]
-    actions = [action(a) for a in parser._actions if a.option_strings and a.dest != "help"]
+    actions = [
+        action(a, defaults) for a in parser._actions if a.option_strings and a.dest != "help"
+    ]
     return {"prog": parser.prog, "help": out.getvalue(), "exit": code, "actions": actions}
 
 
 os.environ.pop("COLUMNS", None)
 result = {
     "launch_server": probe("sglang.launch_server"),
-    "bench_serving": probe("sglang.bench_serving"),
+    "bench_serving": probe("sglang.bench_serving", defaults=True),
     "stubbed": FAILED,
 }
 sys.__stdout__.write(json.dumps(result))
@@ -282,8 +295,10 @@ def probe_wheel(wheel: Path, *, python: str) -> dict[str, Any]:
             ]
             archive.extractall(scratch, members=members)
         env = {k: v for k, v in os.environ.items() if k not in ("COLUMNS", "LINES", "PYTHONPATH")}
+        # 0.5.23's --sampling-backend choices are a set: a fixed hash seed keeps their order
+        env.update(PYTHONHASHSEED="0", PYTHONNOUSERSITE="1")
         done = subprocess.run(
-            [python, "-I", "-c", _PROBE, scratch, ",".join(REAL), ",".join(KEEP_TOP)],
+            [python, "-c", _PROBE, scratch, ",".join(REAL), ",".join(KEEP_TOP)],
             capture_output=True, text=True, timeout=300, env=env, stdin=subprocess.DEVNULL,
         )
     if done.returncode != 0:

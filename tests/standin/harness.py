@@ -23,7 +23,7 @@ from jobs.engines.procs import group_members, is_port_free
 
 STANDIN = Path(__file__).resolve().parent
 TINY_BENCH = {
-    "dataset-name": "random", "random-input-len": 8, "random-output-len": 4,
+    "dataset-name": "random-ids", "random-input-len": 8, "random-output-len": 4,
     "random-range-ratio": 1.0, "num-prompts": 2, "max-concurrency": 1,
 }
 SERVER_ARGS = {

@@ -1,56 +1,47 @@
-"""Stand-in `python -m sglang.bench_serving`: the real flag names, one JSON line per run.
+"""Stand-in `python -m sglang.bench_serving`: the release's flags and steps, one JSON line per run.
 
-It talks to the server (/get_model_info, a few /generate, /get_server_info for the accept
-length, as the real one does) and appends bench_serving's result keys to --output-file.
-STANDIN_MODE: slow-bench (hangs), bench-fails (traceback, exit 1), bench-empty (exit 0, no
-line); anything else measures. STANDIN_THROUGHPUT sets output_throughput.
+As the real one (0.5.2 bench_serving.py, 0.5.23 benchmark/serving.py): from 0.5.10 it waits for
+/v1/models; it asks /v1/models for the model; it builds the prompts from --seed; `random` (and
+`sharegpt`) without a local --dataset-path download ShareGPT, which fails here (a GPU host has no
+internet, nor has the stand-in); `random-ids` needs nothing. Then a warm-up, /flush_cache with
+--flush-cache, every prompt, the accept length from /get_server_info (/server_info from 0.5.10),
+the result block and the JSON line. A failed request only lowers `completed`; the line is still
+written. STANDIN_MODE: slow-bench (hangs), bench-fails (traceback, exit 1), bench-empty (exit 0,
+no line).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
-import statistics
+import random
 import sys
 import time
+import urllib.error
 import urllib.request
 from typing import Any
 
-from sglang.launch_server import note
+from sglang import __version__
+from sglang._flags import build_bench_parser, flag_set, version_tuple
+from sglang._log import note
 
+AT = version_tuple(__version__)
 _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+SHAREGPT_URL = (
+    "https://huggingface.co/datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/resolve/main/"
+    "ShareGPT_V3_unfiltered_cleaned_split.json"
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description="Benchmark the online serving throughput.")
-    parser.add_argument("--backend", type=str, default="sglang",
-                        choices=["sglang", "sglang-native", "sglang-oai", "vllm", "lmdeploy"])
-    parser.add_argument("--base-url", type=str, default=None)
-    parser.add_argument("--host", type=str, default="0.0.0.0")
-    parser.add_argument("--port", type=int)
-    parser.add_argument("--dataset-name", type=str, default="sharegpt",
-                        choices=["sharegpt", "random", "random-ids", "generated-shared-prefix",
-                                 "mmmu", "random-image", "mooncake"])
-    parser.add_argument("--dataset-path", type=str, default="")
-    parser.add_argument("--model", type=str)
-    parser.add_argument("--tokenizer", type=str)
-    parser.add_argument("--num-prompts", type=int, default=1000)
-    parser.add_argument("--sharegpt-output-len", type=int, default=None)
-    parser.add_argument("--random-input-len", type=int, default=1024)
-    parser.add_argument("--random-output-len", type=int, default=1024)
-    parser.add_argument("--random-range-ratio", type=float, default=0.0)
-    parser.add_argument("--request-rate", type=float, default=float("inf"))
-    parser.add_argument("--max-concurrency", type=int, default=None)
-    parser.add_argument("--output-file", type=str, help="Output JSONL file name.")
-    parser.add_argument("--output-details", action="store_true")
-    parser.add_argument("--disable-tqdm", action="store_true")
-    parser.add_argument("--disable-stream", action="store_true")
-    parser.add_argument("--seed", type=int, default=1, help="The random seed.")
-    parser.add_argument("--warmup-requests", type=int, default=1)
-    parser.add_argument("--flush-cache", action="store_true")
-    parser.add_argument("--apply-chat-template", action="store_true")
-    parser.add_argument("--extra-request-body", type=str)
+    parser = build_bench_parser(__version__)
+    defaults = {
+        row.get("d") or row["o"][0].lstrip("-").replace("-", "_"): row["df"]
+        for row in flag_set(__version__)["bench_serving"] if "df" in row
+    }
+    parser.set_defaults(request_rate=float("inf"), **defaults)
     return parser
 
 
@@ -58,8 +49,82 @@ def _call(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
     with _OPENER.open(request, timeout=30) as response:
-        result: dict[str, Any] = json.loads(response.read() or b"{}")
+        raw = response.read() or b"{}"
+        try:
+            result: dict[str, Any] = json.loads(raw)
+        except ValueError:
+            result = {"text": raw.decode(errors="replace")}
         return result
+
+
+def _offline_download() -> int:
+    """What the release prints when it must fetch ShareGPT and the host has no internet."""
+    print("Traceback (most recent call last):")
+    if AT < (0, 5, 7):  # bench_serving.py download_and_cache_file(SHAREGPT_URL): requests.get
+        print(f"Downloading from {SHAREGPT_URL} to /tmp/ShareGPT_V3_unfiltered_cleaned_split.json")
+        print('  File "/sgl/python/sglang/bench_serving.py", line 1163, in sample_random_requests')
+        print("    dataset_path = download_and_cache_file(SHAREGPT_URL)")
+        print("requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', "
+              "port=443): Max retries exceeded with url: /datasets/anon8231489123/"
+              "ShareGPT_Vicuna_unfiltered/resolve/main/ShareGPT_V3_unfiltered_cleaned_split.json "
+              "(Caused by NameResolutionError(\"<urllib3.connection.HTTPSConnection object at "
+              "0x7f3a2c1e5d50>: Failed to resolve 'huggingface.co' ([Errno -3] Temporary "
+              "failure in name resolution)\"))")
+    else:  # download_and_cache_hf_file -> huggingface_hub.hf_hub_download
+        print('  File "/sgl/python/sglang/benchmark/utils.py", line 92, in '
+              "download_and_cache_hf_file")
+        print("    return hf_hub_download(repo_id=repo_id, filename=filename, "
+              "repo_type=repo_type)")
+        print("huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying "
+              "to locate the file on the Hub and we cannot find the requested files in the local "
+              "cache. Please check your connection and try again or make sure your Internet "
+              "connection is on.")
+    sys.stdout.flush()
+    return 1
+
+
+def _is_valid_json(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            json.load(handle)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def prompts(args: argparse.Namespace) -> list[str] | None:
+    """The benchmark's prompts, from --seed; None when the dataset needs a download."""
+    rng = random.Random(args.seed)
+    if args.dataset_name in ("random", "sharegpt"):
+        if not (args.dataset_path and _is_valid_json(args.dataset_path)):
+            return None
+        with open(args.dataset_path, encoding="utf-8") as handle:
+            rows = [str(row) for row in json.load(handle)] or ["hello"]
+        return [rng.choice(rows) for _ in range(args.num_prompts)]
+    return [" ".join(str(rng.randrange(32000)) for _ in range(8)) for _ in range(args.num_prompts)]
+
+
+def _generate(base_url: str, prompt: str, tokens: int) -> bool:
+    try:
+        _call(base_url + "/generate", {"text": prompt, "sampling_params": {
+            "max_new_tokens": tokens, "ignore_eos": True}})
+        return True
+    except (urllib.error.URLError, OSError, ValueError):
+        return False
+
+
+def _wait_ready(url: str, timeout_s: int) -> bool:
+    print(f"Waiting up to {timeout_s}s for {url} to become ready...", flush=True)
+    started = time.perf_counter()
+    while time.perf_counter() - started < timeout_s:
+        try:
+            _call(url)
+            print(f"Server ready in {time.perf_counter() - started:.1f}s.", flush=True)
+            return True
+        except (urllib.error.URLError, OSError, ValueError):
+            time.sleep(0.2)
+    print(f"Server did not become ready within {timeout_s} timeout.", flush=True)
+    return False
 
 
 def main(argv: list[str]) -> int:
@@ -67,8 +132,8 @@ def main(argv: list[str]) -> int:
     mode = os.environ.get("STANDIN_MODE") or "ok"
     note("bench")
     base_url = args.base_url or f"http://{args.host}:{args.port}"
-    print(f"Namespace({', '.join(f'{k}={v!r}' for k, v in sorted(vars(args).items()))})",
-          flush=True)
+    shown = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(args).items()))
+    print(f"benchmark_args=Namespace({shown})", flush=True)
     if mode == "slow-bench":
         print("Starting warmup with 1 sequences...", flush=True)
         while True:
@@ -77,42 +142,61 @@ def main(argv: list[str]) -> int:
         print("Traceback (most recent call last):\n"
               '  File "/sgl/python/sglang/bench_serving.py", line 1672, in benchmark\n'
               "    raise ValueError(\n"
-              "ValueError: Initial test run failed - Please make sure benchmark arguments are "
-              "correctly specified. Error: Server disconnected", flush=True)
+              "ValueError: Warmup failed - Please make sure benchmark arguments are correctly "
+              "specified. Error: Server disconnected", flush=True)
         return 1
-    info = _call(base_url + "/get_model_info")
-    out_len = max(1, min(args.random_output_len, 16))
+    ready_s = getattr(args, "ready_check_timeout_sec", 0) or 0
+    if AT >= (0, 5, 10) and ready_s > 0 and not _wait_ready(base_url + "/v1/models", ready_s):
+        print(f"Server at {base_url}/v1/models is not ready. Exiting.", flush=True)
+        return 1
+    model = args.model or _call(base_url + "/v1/models")["data"][0]["id"]
+    requests = prompts(args)
+    if requests is None:
+        return _offline_download()
+    random_out = args.random_output_len
+    print(f"Starting warmup with {args.warmup_requests} sequences...", flush=True)
+    if args.warmup_requests and not any(
+        _generate(base_url, requests[0], min(random_out, 32)) for _ in range(args.warmup_requests)
+    ):
+        print("ValueError: Warmup failed - Please make sure benchmark arguments are correctly "
+              "specified. Error: Server disconnected", flush=True)
+        return 1
+    print(f"Warmup completed with {args.warmup_requests} sequences. Starting main benchmark "
+          "run...", flush=True)
+    if args.flush_cache:
+        _call(base_url + "/flush_cache", {})
     started = time.perf_counter()
-    for _ in range(max(1, min(args.num_prompts, 3))):
-        _call(base_url + "/generate",
-              {"text": "Hello", "sampling_params": {"max_new_tokens": out_len,
-                                                    "ignore_eos": True}})
-    duration = time.perf_counter() - started
-    internal = _call(base_url + "/get_server_info").get("internal_states") or [{}]
+    completed = sum(_generate(base_url, prompt, random_out) for prompt in requests)
+    duration = max(time.perf_counter() - started, 1e-6)
+    info_path = "/server_info" if AT >= (0, 5, 10) else "/get_server_info"
+    internal = _call(base_url + info_path).get("internal_states") or [{}]
     accept_length = internal[0].get("avg_spec_accept_length")
-    output = float(os.environ.get("STANDIN_THROUGHPUT") or 82.0)
-    total = output * (args.random_input_len + args.random_output_len) / args.random_output_len
-    itl = 1000.0 / output
+    sent = len(requests)
+    if completed == 0:
+        print("UserWarning: All requests failed. This is likely due to a misconfiguration on the "
+              "benchmark arguments.", flush=True)
+    output = float(os.environ.get("STANDIN_THROUGHPUT") or 82.0) * completed / max(sent, 1)
+    in_len = args.random_input_len
+    total = output * (in_len + random_out) / random_out
+    itl = 1000.0 / output if output else math.nan
     ttft = float(os.environ.get("STANDIN_TTFT_MS") or 120.0)
     result = {
         "backend": args.backend, "dataset_name": args.dataset_name,
-        "request_rate": args.request_rate, "max_concurrency": args.max_concurrency,
-        "random_input_len": args.random_input_len, "random_output_len": args.random_output_len,
-        "random_range_ratio": args.random_range_ratio, "duration": duration,
-        "completed": args.num_prompts,
-        "total_input_tokens": args.num_prompts * args.random_input_len,
-        "total_output_tokens": args.num_prompts * args.random_output_len,
-        "request_throughput": output / args.random_output_len,
-        "input_throughput": total - output, "output_throughput": output,
-        "total_throughput": total,
+        "request_rate": args.request_rate if math.isfinite(args.request_rate) else "inf",
+        "max_concurrency": args.max_concurrency, "random_input_len": in_len,
+        "random_output_len": random_out, "random_range_ratio": args.random_range_ratio,
+        "duration": duration, "completed": completed,
+        "total_input_tokens": completed * in_len, "total_output_tokens": completed * random_out,
+        "request_throughput": completed / duration, "input_throughput": total - output,
+        "output_throughput": output, "total_throughput": total,
         "mean_ttft_ms": ttft, "median_ttft_ms": ttft, "p99_ttft_ms": ttft * 1.2,
-        "mean_itl_ms": itl, "median_itl_ms": statistics.median([itl]), "p99_itl_ms": itl * 1.3,
+        "mean_itl_ms": itl, "median_itl_ms": itl, "p99_itl_ms": itl * 1.3,
         "concurrency": float(args.max_concurrency or 1), "accept_length": accept_length,
     }
     print("\n{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="))
     print("{:<40} {:<10}".format("Backend:", args.backend))
-    print("{:<40} {:<10}".format("Model:", info.get("model_path", "")))
-    print("{:<40} {:<10}".format("Successful requests:", args.num_prompts))
+    print("{:<40} {:<10}".format("Model:", model))
+    print("{:<40} {:<10}".format("Successful requests:", completed))
     print("{:<40} {:<10.2f}".format("Output token throughput (tok/s):", output))
     print("{:<40} {:<10.2f}".format("Total token throughput (tok/s):", total))
     if accept_length:

@@ -1,15 +1,22 @@
-"""Stand-in `python -m sglang.launch_server`: real argparse, SGLang-like logs and HTTP routes.
+"""Stand-in `python -m sglang.launch_server`: a release's real flags, SGLang-like logs and routes.
 
 Environment (a configuration's `env` sets them):
   STANDIN_MODE        ok (default) | crash | fatal-then-hang | fatal-in-bench | silent-hang |
                       children | slow-bench | bench-fails | bench-empty (the last three: the
                       server is fine, bench_serving misbehaves)
-  STANDIN_FATAL       the fatal line of fatal-then-hang / fatal-in-bench: oom (default) | arch
+  STANDIN_FATAL       the fatal line of fatal-then-hang / fatal-in-bench: oom (default) | arch |
+                      kv (0.5.23's "Loaded weights leave no GPU memory for the KV cache")
   STANDIN_STARTUP_S   seconds of "loading" before the server is ready (default 0.3)
+  STANDIN_HEALTH_S    seconds a ready server's /health takes to generate its token (default 1.0)
   STANDIN_THROUGHPUT  output tokens/s bench_serving reports (default 82.0)
-  STANDIN_ACCEPT_LENGTH  the accept length a speculative server reports (default 2.6)
-  STANDIN_VERSION     the SGLang version to pretend (default 0.5.2; >= 0.5.10 lacks
-                      --cuda-graph-max-bs, like 0.5.23)
+  STANDIN_ACCEPT_LENGTH  a speculative server's typical accept length (default 2.6); each request
+                      gets its own, within +-15 % of it, from its prompt
+  STANDIN_FAIL_EVERY  every Nth /generate request fails (HTTP 500): completed < prompts sent
+  STANDIN_VERSION     the SGLang release to be (default 0.5.2): its flag set (flags/*.json), its
+                      routes and its messages
+  STANDIN_GPU_CAPABILITY, STANDIN_INTERCONNECT  the emulated GPUs (default 12.0 and PCIe, the
+                      seed article's 8x RTX PRO 6000): what --enable-torch-symm-mem and custom
+                      all-reduce do on them, with --tp-size ranks, as the real release does
   STANDIN_INFO_FILE   JSON lines appended here: {"role", "pid", "pgid", "port", "time"} for the
                       server, each child, bench_serving, and the moment a fatal line is logged
   STANDIN_HELP_LOG    a line is appended here on every `--help`
@@ -17,7 +24,7 @@ Environment (a configuration's `env` sets them):
 
 from __future__ import annotations
 
-import json
+import argparse
 import multiprocessing
 import os
 import signal
@@ -25,19 +32,21 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from http.server import ThreadingHTTPServer
 
 from sglang import __version__
-from sglang._flags import build_parser
+from sglang._flags import build_parser, version_tuple
+from sglang._log import log, note
+from sglang._server import STATE, Handler
 
+AT = version_tuple(__version__)
+_SCHEDULER = (
+    '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2661, in run_scheduler_process'
+)
 _FATAL_LINES = {
     "oom": [
         "Scheduler hit an exception: Traceback (most recent call last):",
-        '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2661, in '
-        "run_scheduler_process",
-        "    scheduler = Scheduler(server_args, port_args, gpu_id, tp_rank, moe_ep_rank, "
-        "pp_rank, dp_rank)",
+        _SCHEDULER,
         '  File "/sgl/python/sglang/srt/model_executor/model_runner.py", line 1488, in '
         "init_memory_pool",
         "    self.req_to_token_pool = ReqToTokenPool(",
@@ -54,99 +63,80 @@ _FATAL_LINES = {
         "torch.AcceleratorError: CUDA error: no kernel image is available for execution on "
         "the device",
     ],
+    "kv": [  # sglang 0.5.23 srt/mem_cache/kv_cache_configurator.py:3050
+        "Scheduler hit an exception: Traceback (most recent call last):",
+        _SCHEDULER,
+        '  File "/sgl/python/sglang/srt/mem_cache/kv_cache_configurator.py", line 3050, in '
+        "profile_max_num_token",
+        "    raise ValueError(",
+        "ValueError: Loaded weights leave no GPU memory for the KV cache under "
+        "--mem-fraction-static=0.85. Raise --mem-fraction-static above 0.912 (minimum viable = "
+        "1 - available/pre = 0.9113). If using speculative decoding, draft weights are now "
+        "counted.",
+    ],
 }
-_state: dict[str, Any] = {"ready": False, "speculative": False, "model": "", "fatal": False}
 
 
-def log(message: str, *, rank: int | None = 0) -> None:
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
-    prefix = f"[{stamp} TP{rank}]" if rank is not None else f"[{stamp}]"
-    sys.stdout.write(f"{prefix} {message}\n")
+def tp_size(args: argparse.Namespace) -> int:
+    return int(getattr(args, "tp_size", None) or getattr(args, "tensor_parallel_size", 1) or 1)
+
+
+def traceback_per_rank(lines: list[str], ranks: int) -> None:
+    """Each TP rank's scheduler logs its own traceback, as a TP=8 server prints eight."""
+    for rank in range(ranks):
+        log(lines[0], rank=rank)
+        for line in lines[1:]:
+            sys.stdout.write(line + "\n")
     sys.stdout.flush()
 
 
-def note(role: str, **extra: Any) -> None:
-    path = os.environ.get("STANDIN_INFO_FILE")
-    if not path:
-        return
-    entry = {"role": role, "pid": os.getpid(), "pgid": os.getpgid(0), "time": time.time()}
-    entry.update(extra)
-    with open(path, "a", encoding="utf-8") as handle:
-        handle.write(json.dumps(entry) + "\n")
-
-
-def fatal_then_hang() -> None:
+def fatal_then_hang(ranks: int = 1) -> None:
     """Log a fatal line, then hang deaf to SIGTERM: only SIGKILL ends this server."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    _state["fatal"] = True
+    STATE.fatal = True
     lines = _FATAL_LINES[os.environ.get("STANDIN_FATAL") or "oom"]
-    log(lines[0])
-    for line in lines[1:-1]:
-        sys.stdout.write(line + "\n")
+    traceback_per_rank(lines[:-1], 1)
     note("fatal")
     sys.stdout.write(lines[-1] + "\n")
+    if ranks > 1:
+        traceback_per_rank(lines, ranks - 1)
     sys.stdout.flush()
     while True:
         time.sleep(3600)
 
 
-class Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
-        if self.path != "/health" or _state["ready"]:
-            log(f'INFO:     127.0.0.1:{self.client_address[1]} - "{self.requestline}" '
-                f"{args[1] if len(args) > 1 else ''} OK", rank=None)
-
-    def _reply(self, code: int, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:  # noqa: N802 - http.server's name
-        if self.path == "/health":
-            self._reply(200 if _state["ready"] else 503, {})
-        elif self.path == "/get_model_info":
-            self._reply(200, {"model_path": _state["model"], "tokenizer_path": _state["model"],
-                              "is_generation": True})
-        elif self.path == "/get_server_info":
-            internal: dict[str, Any] = {"last_gen_throughput": _throughput()}
-            if _state["speculative"]:
-                internal["avg_spec_accept_length"] = _accept_length()
-            self._reply(200, {"version": __version__, "internal_states": [internal]})
-        else:
-            self._reply(404, {"detail": "Not Found"})
-
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
-        length = int(self.headers.get("Content-Length") or 0)
-        body = json.loads(self.rfile.read(length) or b"{}")
-        if self.path != "/generate":
-            self._reply(404, {"detail": "Not Found"})
-            return
-        if os.environ.get("STANDIN_MODE") == "fatal-in-bench":
-            fatal_then_hang()
-        new_tokens = int((body.get("sampling_params") or {}).get("max_new_tokens") or 16)
-        spec = f"accept len: {_accept_length():.2f}, " if _state["speculative"] else ""
-        log(f"Decode batch, #running-req: 1, #token: {new_tokens + 7}, token usage: 0.00, "
-            f"{spec}cuda graph: True, gen throughput (token/s): {_throughput():.2f}, "
-            "#queue-req: 0")
-        meta: dict[str, Any] = {"prompt_tokens": 7, "completion_tokens": new_tokens,
-                                "e2e_latency": new_tokens / _throughput()}
-        if _state["speculative"]:
-            meta["spec_accept_length"] = _accept_length()
-        self._reply(200, {"text": " token" * new_tokens, "meta_info": meta})
-
-
-def _throughput() -> float:
-    return float(os.environ.get("STANDIN_THROUGHPUT") or 82.0)
-
-
-def _accept_length() -> float:
-    return float(os.environ.get("STANDIN_ACCEPT_LENGTH") or 2.6)
+def communicators(args: argparse.Namespace, ranks: int) -> list[str] | None:
+    """What the release's all-reduce set-up logs on the emulated GPUs; a traceback if it dies."""
+    capability = int(float(os.environ.get("STANDIN_GPU_CAPABILITY") or "12.0"))
+    pcie = (os.environ.get("STANDIN_INTERCONNECT") or "PCIe").lower() == "pcie"
+    for rank in range(ranks if ranks > 1 else 0):
+        if ranks > 2 and pcie and not getattr(args, "disable_custom_all_reduce", False):
+            name = "CustomAllreduce" if AT >= (0, 5, 10) else "Custom allreduce"
+            log(f"{name} is disabled because it's not supported on more than two PCIe-only GPUs."
+                " To silence this warning, specify disable_custom_all_reduce=True explicitly.",
+                rank=rank)
+        if not getattr(args, "enable_torch_symm_mem", False):
+            continue
+        name = "SymmMemCommunicator" if AT < (0, 5, 5) else "TorchSymmMemCommunicator"
+        if capability in (9, 10):
+            continue
+        if AT >= (0, 5, 14) or capability < 9:
+            log(f"{name}: Device capability {capability} not supported, communicator is not "
+                "available.", rank=rank)
+            continue
+        table = "SYMM_MEM_ALL_REDUCE_MAX_SIZES" if AT < (0, 5, 5) else (
+            "TORCH_SYMM_MEM_ALL_REDUCE_MAX_SIZES")
+        where = "symm_mem.py\", line 84" if AT < (0, 5, 5) else "torch_symm_mem.py\", line 83"
+        return [
+            "Scheduler hit an exception: Traceback (most recent call last):",
+            _SCHEDULER,
+            f'  File "/sgl/python/sglang/srt/distributed/device_communicators/{where}, in '
+            "__init__",
+            f"    not in {table}[self.device_capability]",
+            f"KeyError: {capability}",
+        ]
+    return None
 
 
 def _child_sleeper() -> None:
@@ -161,7 +151,7 @@ def spawn_children() -> None:
     multiprocessing.get_context("fork").Process(target=_child_sleeper, daemon=False).start()
     code = (
         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
-        "from sglang.launch_server import note; note('child'); time.sleep(3600)"
+        "from sglang._log import note; note('child'); time.sleep(3600)"
     )
     subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.DEVNULL)
 
@@ -174,9 +164,12 @@ def main(argv: list[str]) -> int:
                 handle.write(f"{__version__}\n")
     args = build_parser(__version__).parse_args(argv)
     mode = os.environ.get("STANDIN_MODE") or "ok"
-    _state["model"] = args.model_path
-    _state["speculative"] = bool(args.speculative_algorithm)
-    note("server", port=args.port)
+    ranks = tp_size(args)
+    host, port = args.host or "127.0.0.1", args.port or 30000
+    STATE.model = args.model_path
+    STATE.speculative = bool(args.speculative_algorithm)
+    STATE.on_fatal = lambda: fatal_then_hang(ranks)
+    note("server", port=port)
     if mode == "fatal-in-bench":  # the fatal line comes from a request thread: no signal() there
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if mode == "silent-hang":
@@ -184,24 +177,31 @@ def main(argv: list[str]) -> int:
             time.sleep(3600)
     shown = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(args).items()))
     log(f"server_args=ServerArgs({shown})", rank=None)
-    httpd = ThreadingHTTPServer((args.host, args.port), Handler)
+    httpd = ThreadingHTTPServer((host, port), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    log("Init torch distributed begin.")
-    log("Init torch distributed ends. mem usage=0.12 GB")
+    for rank in range(ranks):
+        log("Init torch distributed begin.", rank=rank)
+    crashed = communicators(args, ranks)
+    for rank in range(ranks):
+        log("Init torch distributed ends. mem usage=0.12 GB", rank=rank)
+    if crashed is not None:
+        traceback_per_rank(crashed, ranks)
+        log("Received sigquit from a child process. It usually means the child failed.", rank=None)
+        return 1
     log("Load weight begin. avail mem=94.21 GB")
     time.sleep(float(os.environ.get("STANDIN_STARTUP_S") or 0.3))
     if mode == "crash":
-        log("Scheduler hit an exception: Traceback (most recent call last):")
-        sys.stdout.write(
+        traceback_per_rank([
+            "Scheduler hit an exception: Traceback (most recent call last):",
             '  File "/sgl/python/sglang/srt/model_loader/loader.py", line 421, in '
-            "_prepare_weights\n"
-            "    raise RuntimeError(message)\n"
-            f"RuntimeError: Cannot find any model weights with `{args.model_path}`\n"
-        )
+            "_prepare_weights",
+            "    raise RuntimeError(message)",
+            f"RuntimeError: Cannot find any model weights with `{args.model_path}`",
+        ], ranks)
         log("Received sigquit from a child process. It usually means the child failed.", rank=None)
         return 1
     if mode == "fatal-then-hang":
-        fatal_then_hang()
+        fatal_then_hang(ranks)
     log("Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=23.40 GB, "
         "mem usage=70.81 GB.")
     log("KV Cache is allocated. #tokens: 512000, KV size: 8.20 GB")
@@ -212,9 +212,9 @@ def main(argv: list[str]) -> int:
     log(f"INFO:     Started server process [{os.getpid()}]", rank=None)
     log("INFO:     Waiting for application startup.", rank=None)
     log("INFO:     Application startup complete.", rank=None)
-    log(f"INFO:     Uvicorn running on http://{args.host}:{args.port} (Press CTRL+C to quit)",
-        rank=None)
-    _state["ready"] = True
+    log(f"INFO:     Uvicorn running on http://{host}:{port} (Press CTRL+C to quit)", rank=None)
+    STATE.generate("The capital city of France is", 8)  # _wait_and_warmup's request
+    STATE.ready = True
     log("The server is fired up and ready to roll!", rank=None)
     while True:
         time.sleep(3600)

@@ -1,0 +1,171 @@
+"""The stand-in server's HTTP side: the routes bench_serving and specbench call, and its counters.
+
+Like SGLang's scheduler, the server keeps accepted-token and forward-pass counters for the
+speculative accept length since it started or was last flushed (/flush_cache resets them, as
+`Scheduler.flush_cache` does); every generation adds to them: the warm-up, each /health check
+(one token) and every benchmark request, whose own accept length depends on its prompt.
+/get_server_info (and /server_info from 0.5.6 on) reports the cumulative figure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+from sglang import __version__
+from sglang._flags import version_tuple
+from sglang._log import log
+
+AT = version_tuple(__version__)
+
+
+class State:
+    """What the server knows: readiness, the model, the speculative counters."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ready = False
+        self.speculative = False
+        self.model = ""
+        self.fatal = False
+        self.on_fatal: Callable[[], None] = lambda: None  # fatal-in-bench: log it and hang
+        self.accepted = 0
+        self.forwards = 0
+        self.requests = 0
+        self.generate_calls = 0
+
+    def generate(self, prompt: str, new_tokens: int) -> float:
+        """Count one generation; its own accept length (1.0 without speculation)."""
+        own = 1.0
+        forwards = new_tokens
+        if self.speculative and new_tokens > 1:
+            digest = hashlib.sha256(prompt.encode()).digest()
+            spread = 0.85 + 0.3 * (digest[0] / 255.0)  # a prompt-dependent +-15 %
+            own = max(1.0, base_accept_length() * spread)
+            forwards = max(1, round(new_tokens / own))
+        with self.lock:
+            self.requests += 1
+            self.accepted += new_tokens
+            self.forwards += forwards
+        return new_tokens / forwards
+
+    def average_accept_length(self) -> float | None:
+        with self.lock:
+            if not self.speculative or self.forwards == 0:
+                return None
+            return self.accepted / self.forwards
+
+    def flush(self) -> None:
+        with self.lock:
+            self.accepted = self.forwards = 0
+
+
+STATE = State()
+
+
+def base_accept_length() -> float:
+    return float(os.environ.get("STANDIN_ACCEPT_LENGTH") or 2.6)
+
+
+def throughput() -> float:
+    return float(os.environ.get("STANDIN_THROUGHPUT") or 82.0)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
+        if self.path != "/health" or STATE.ready:
+            log(f'INFO:     127.0.0.1:{self.client_address[1]} - "{self.requestline}" '
+                f"{args[1] if len(args) > 1 else ''} OK", rank=None)
+
+    def _reply(self, code: int, body: Any, *, text: bool = False) -> None:
+        data = body.encode() if text else json.dumps(body).encode()
+        self.send_response(code)
+        self.send_header("Content-Type", "text/plain" if text else "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _server_info(self) -> dict[str, Any]:
+        internal: dict[str, Any] = {"last_gen_throughput": throughput()}
+        average = STATE.average_accept_length()
+        if average is not None:
+            internal["avg_spec_accept_length"] = average
+        return {"version": __version__, "internal_states": [internal]}
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        path = self.path.split("?", 1)[0]
+        model_info = {"model_path": STATE.model, "tokenizer_path": STATE.model,
+                      "is_generation": True}
+        if path in ("/health", "/health_generate"):
+            self._health()
+        elif path == "/get_model_info" or (path == "/model_info" and AT >= (0, 5, 6)):
+            self._reply(200, model_info)
+        elif path == "/get_server_info" or (path == "/server_info" and AT >= (0, 5, 6)):
+            self._reply(200, self._server_info())
+        elif path == "/v1/models":
+            self._reply(200, {"object": "list", "data": [{
+                "id": STATE.model, "object": "model", "created": int(time.time()),
+                "owned_by": "sglang", "root": STATE.model, "max_model_len": 32768,
+            }]})
+        elif path == "/flush_cache":
+            self._flush()
+        else:
+            self._reply(404, {"detail": "Not Found"})
+
+    def _health(self) -> None:
+        """As SGLang's health_generate: 503 while starting, else generate one token first."""
+        if not STATE.ready:
+            self._reply(503, "", text=True)
+            return
+        time.sleep(float(os.environ.get("STANDIN_HEALTH_S") or 1.0))
+        STATE.generate(f"HEALTH_CHECK_{time.time()}", 1)
+        self._reply(200, "", text=True)
+
+    def _flush(self) -> None:
+        STATE.flush()
+        log("Cache flushed successfully!")
+        self._reply(200, "Cache flushed.\nPlease check backend logs for more details. (When "
+                    "there are running or waiting requests, the operation will not be "
+                    "performed.)\n", text=True)
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        path = self.path.split("?", 1)[0]
+        if path == "/flush_cache":
+            self._flush()
+            return
+        if path != "/generate":
+            self._reply(404, {"detail": "Not Found"})
+            return
+        if os.environ.get("STANDIN_MODE") == "fatal-in-bench":
+            STATE.on_fatal()
+        with STATE.lock:
+            STATE.generate_calls += 1
+            calls = STATE.generate_calls
+        every = int(os.environ.get("STANDIN_FAIL_EVERY") or 0)
+        if every > 0 and calls % every == 0:  # the request is aborted: bench counts a failure
+            log(f"Abort request: req {calls} hit an internal error", rank=0)
+            self._reply(500, {"error": {"message": "Internal server error", "code": 500}})
+            return
+        params = body.get("sampling_params") or {}
+        new_tokens = int(params.get("max_new_tokens") or 16)
+        prompt = str(body.get("text") or body.get("input_ids") or "")
+        own = STATE.generate(prompt, new_tokens)
+        spec = f"accept len: {own:.2f}, " if STATE.speculative else ""
+        log(f"Decode batch, #running-req: 1, #token: {new_tokens + 7}, token usage: 0.00, "
+            f"{spec}cuda graph: True, gen throughput (token/s): {throughput():.2f}, "
+            "#queue-req: 0")
+        meta: dict[str, Any] = {"prompt_tokens": 7, "completion_tokens": new_tokens,
+                                "e2e_latency": new_tokens / throughput()}
+        if STATE.speculative:
+            meta["spec_accept_length"] = own
+        self._reply(200, {"text": " token" * new_tokens, "meta_info": meta})
