@@ -46,8 +46,8 @@ metric: output_throughput
 min_effect_pct: 2.0
 reps: {reps}
 timeouts: {{startup_s: 60, bench_s: 20}}
-bench: {{dataset-name: random, random-input-len: 8, random-output-len: 4, random-range-ratio: 1.0,
-        num-prompts: 2, max-concurrency: 1}}
+bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
+        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}}
 overridable: []
 baseline:
   server_args: {{model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
