@@ -166,12 +166,24 @@ def _failed(record: RunRecord, *, metric: Metric, rules: RuleSet) -> Verdict:
     # The process's secrets and the run's own, quoted from its log, never reach the report.
     line = redact(line, secrets=secret_values(os.environ, record.env))
     if record.status == "ok" and tag == "crash":
-        why = f"no repetition produced {metric.name}"
+        why = f"no repetition produced {metric.name}{_no_sample_note(record)}"
     elif record.status == "timeout" and tag == "timeout":
         why = f"timed out: {line}" if line else "timed out"
     else:
         why = f"{rules.explain(tag)}: “{_clip(line)}”" if line else rules.explain(tag)
     return Verdict("failed", tag, None, None, why)
+
+
+def _no_sample_note(record: RunRecord) -> str:
+    """Why the repetitions that ran are no samples, as the engine recorded it ("completed 60
+    of 64"), in parentheses; empty when it did not say."""
+    reps = record.extra.get("repetitions")
+    notes = [
+        f"repetition {rep.get('rep')}: {rep['why']}"
+        for rep in (reps if isinstance(reps, list) else [])
+        if isinstance(rep, dict) and rep.get("why")
+    ]
+    return f" ({'; '.join(notes)})" if notes else ""
 
 
 def _baseline_problem(baseline: RunRecord, metric: str) -> str:
