@@ -217,8 +217,10 @@ def action(a, defaults):
     if a.nargs != 0:
         row["n"] = a.nargs if a.nargs is not None else 1
     if a.choices is not None:
-        row["c"] = None if dynamic(a.choices) else sorted(
-            {v if isinstance(v, (int, float)) else str(v) for v in a.choices}, key=str)
+        values = [v if isinstance(v, (int, float)) else str(v) for v in a.choices]
+        if isinstance(a.choices, (set, frozenset)):  # no order of its own: sort it
+            values = sorted(values, key=str)
+        row["c"] = None if dynamic(a.choices) else list(dict.fromkeys(values))
     typ = getattr(a.type, "__name__", None)
     if typ is not None and typ != "str":
         row["t"] = typ

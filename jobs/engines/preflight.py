@@ -1,60 +1,54 @@
 """Flag checks before any server starts: every server arg against `launch_server --help`.
 
-The help text is read once per (interpreter, SGLang version) and kept on disk under
-`data_dir()/cache`, so a worker pays for `--help` (seconds with a real SGLang) only after an
-upgrade. An unknown flag is reported the way argparse would reject it, so the failure rules
-classify it as `bad-config`.
+Each configuration is first spelled the way the installed release spells it (renamed knobs from
+config/sglang_flags.yaml, see flag_table); then every flag must be in the release's help and
+every value among its choices. A refusal reads the way the release's argparse would put it (its
+prog, "unrecognized arguments", "invalid choice"), so the failure rules classify it as
+`bad-config`, with a hint when the table knows why (a flag newer than the release, or in none).
+The version and the help text come from sglang_probe, cached per installation.
 """
 
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
-import os
-import re
-import shutil
-import subprocess
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
-from jobs.core.errors import EngineError, UserError
 from jobs.core.plans import BatchPlan
+from jobs.engines.flag_table import FlagTable, to_release
 from jobs.engines.flags import to_flag as to_flag  # re-exported for jobs.engines.sglang
-from jobs.settings import data_dir
+from jobs.engines.sglang_probe import (  # re-exported: preflight is where callers look
+    LaunchHelp as LaunchHelp,
+)
+from jobs.engines.sglang_probe import clear_memory as clear_memory
+from jobs.engines.sglang_probe import known_flags as known_flags
+from jobs.engines.sglang_probe import known_help as known_help
+from jobs.engines.sglang_probe import parse_help_choices as parse_help_choices
+from jobs.engines.sglang_probe import parse_help_flags as parse_help_flags
+from jobs.engines.sglang_probe import resolve_python as resolve_python
+from jobs.engines.sglang_probe import sglang_version as sglang_version
 
-PROG = "launch_server.py"  # argparse's prog for `python -m sglang.launch_server`
-_VERSION_PROBE = "import sglang; print(sglang.__version__)"
-_FLAG = re.compile(r"^--?[A-Za-z0-9][\w.-]*$")
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_memory: dict[tuple[str, str], frozenset[str]] = {}
-
-
-def parse_help_flags(help_text: str) -> frozenset[str]:
-    """Every option string of an argparse help text (aliases included, usage line ignored)."""
-    flags: set[str] = set()
-    for raw in _ANSI.sub("", help_text).splitlines():
-        stripped = raw.lstrip(" ")
-        indent = len(raw) - len(stripped)
-        # Option lines are indented by 2 (4 inside some formatters); help text continues at 24.
-        if not stripped.startswith("-") or not 1 <= indent <= 8:
-            continue
-        invocation = re.split(r"\s{2,}", stripped, maxsplit=1)[0]
-        for part in invocation.split(", "):
-            token = part.split(" ", 1)[0].split("=", 1)[0]
-            if _FLAG.match(token):
-                flags.add(token)
-    return frozenset(flags)
+PROG = "launch_server.py"  # argparse's prog for `python -m sglang.launch_server` before 0.5.14
 
 
-def unknown_flags_reason(server_args: Mapping[str, Any], known: Iterable[str]) -> str | None:
+def unknown_flags_reason(
+    server_args: Mapping[str, Any],
+    known: Iterable[str],
+    *,
+    prog: str = PROG,
+    version: str | None = None,
+    table: FlagTable | None = None,
+) -> str | None:
     """Argparse's rejection of the unknown flags among `server_args`, or None if all are known."""
     known_set = set(known)
     unknown = [to_flag(k) for k in server_args if to_flag(k) not in known_set]
     if not unknown:
         return None
-    reason = f"{PROG}: error: unrecognized arguments: {' '.join(unknown)}"
+    reason = f"{prog}: error: unrecognized arguments: {' '.join(unknown)}"
+    if version is not None and table is not None:
+        why = [hint for flag in unknown if (hint := table.hint(flag, version))]
+        if why:
+            return reason + f" ({'; '.join(why)})"
     candidates = sorted(f for f in known_set if f.startswith("--"))
     hints = [(flag, hint) for flag in unknown if (hint := _suggest(flag, candidates))]
     if len(unknown) == 1 and hints:
@@ -62,6 +56,30 @@ def unknown_flags_reason(server_args: Mapping[str, Any], known: Iterable[str]) -
     elif hints:
         reason += " (did you mean " + ", ".join(f"{h} for {f}" for f, h in hints) + "?)"
     return reason
+
+
+def invalid_choice_reason(
+    server_args: Mapping[str, Any],
+    choices: Mapping[str, Iterable[str]],
+    *,
+    prog: str = PROG,
+    version: str | None = None,
+    table: FlagTable | None = None,
+) -> str | None:
+    """Argparse's rejection of the first value outside its flag's choices, or None."""
+    for key, value in server_args.items():
+        allowed = tuple(choices.get(to_flag(key), ()))
+        if not allowed or value is None or isinstance(value, bool):
+            continue
+        for item in value if isinstance(value, list | tuple) else [value]:
+            if str(item) in allowed:
+                continue
+            listed = ", ".join(repr(c) for c in allowed)
+            reason = (f"{prog}: error: argument {to_flag(key)}: invalid choice: {str(item)!r} "
+                      f"(choose from {listed})")
+            hint = table.hint(key, version, value=item) if table and version else None
+            return reason + (f" ({hint})" if hint else "")
+    return None
 
 
 def _suggest(flag: str, candidates: list[str]) -> str | None:
@@ -73,102 +91,33 @@ def _suggest(flag: str, candidates: list[str]) -> str | None:
     return close[0] if close else None
 
 
-def check_plan(plan: BatchPlan, known: Iterable[str]) -> dict[str, str]:
-    """Approach name -> argparse-style reason, for every configuration with an unknown flag."""
-    known_set = frozenset(known)
+def check_plan(
+    plan: BatchPlan,
+    known: Iterable[str] | LaunchHelp,
+    *,
+    table: FlagTable | None = None,
+) -> dict[str, str]:
+    """Approach name -> argparse-style reason, for every configuration the release refuses.
+
+    With a LaunchHelp (and a table) each configuration is spelled for that release first, and
+    values are checked against the choices too.
+    """
+    if isinstance(known, LaunchHelp):
+        help_: LaunchHelp | None = known
+        flags = known.flags
+    else:
+        help_, flags = None, frozenset(known)
     out: dict[str, str] = {}
     for config in plan.configs:
-        reason = unknown_flags_reason(config.server_args, known_set)
+        args = config.server_args
+        kwargs: dict[str, Any] = {}
+        if help_ is not None:
+            if table is not None:
+                args = to_release(config, help_.version, table).server_args
+            kwargs = {"prog": help_.prog, "version": help_.version, "table": table}
+        reason = unknown_flags_reason(args, flags, **kwargs)
+        if reason is None and help_ is not None:
+            reason = invalid_choice_reason(args, help_.choices, **kwargs)
         if reason is not None:
             out[config.approach] = reason
     return out
-
-
-def resolve_python(python: str) -> str:
-    """The interpreter as an absolute path (not following symlinks: a venv's python is a link)."""
-    found = shutil.which(python) if os.sep not in python else python
-    if not found or not os.access(found, os.X_OK) or os.path.isdir(found):
-        raise UserError(f"SPECBENCH_SGLANG_PYTHON={python}: no such interpreter")
-    return os.path.abspath(found)
-
-
-def sglang_version(python: str) -> str:
-    """The SGLang version `python` imports; UserError when it cannot import it."""
-    try:
-        done = subprocess.run(
-            [python, "-c", _VERSION_PROBE],
-            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        done = None
-    lines = done.stdout.strip().splitlines() if done is not None else []
-    if done is None or done.returncode != 0 or not lines:
-        raise UserError(f"SPECBENCH_SGLANG_PYTHON={python}: cannot import sglang")
-    return lines[-1].strip()
-
-
-def known_flags(python: str) -> tuple[str, frozenset[str]]:
-    """(SGLang version, launch_server's flags) for `python`; `--help` runs once per version."""
-    path = resolve_python(python)
-    version = sglang_version(path)
-    key = (path, version)
-    if key in _memory:
-        return version, _memory[key]
-    cache_file = _cache_file(path, version)
-    flags = _read_cache(cache_file, path=path, version=version)
-    if flags is None:
-        flags = _run_help(path)
-        _write_cache(cache_file, path=path, version=version, flags=flags)
-    _memory[key] = flags
-    return version, flags
-
-
-def clear_memory() -> None:
-    """Forget the in-memory flag sets (tests; a long-lived worker after an upgrade)."""
-    _memory.clear()
-
-
-def _run_help(python: str) -> frozenset[str]:
-    try:
-        done = subprocess.run(
-            [python, "-m", "sglang.launch_server", "--help"],
-            capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
-        )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EngineError(f"{python} -m sglang.launch_server --help failed: {exc}") from None
-    flags = parse_help_flags(done.stdout)
-    if done.returncode != 0 or "--port" not in flags:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EngineError(
-            f"{python} -m sglang.launch_server --help exited {done.returncode}: {last}"
-        )
-    return flags
-
-
-def _cache_file(path: str, version: str) -> Path:
-    digest = hashlib.sha256(f"{path}\0{version}".encode()).hexdigest()[:16]
-    return data_dir() / "cache" / f"sglang-flags-{digest}.json"
-
-
-def _read_cache(cache_file: Path, *, path: str, version: str) -> frozenset[str] | None:
-    try:
-        data = json.loads(cache_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(data, dict) or data.get("python") != path or data.get("version") != version:
-        return None
-    flags = data.get("flags")
-    if not isinstance(flags, list) or not all(isinstance(f, str) for f in flags):
-        return None
-    return frozenset(flags)
-
-
-def _write_cache(cache_file: Path, *, path: str, version: str, flags: frozenset[str]) -> None:
-    payload = {"python": path, "version": version, "flags": sorted(flags)}
-    try:
-        cache_file.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache_file.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps(payload, indent=1), encoding="utf-8")
-        partial.replace(cache_file)
-    except OSError:
-        pass  # a read-only data dir only costs another --help next time

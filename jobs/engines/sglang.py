@@ -1,8 +1,16 @@
 """The SGLang engine: one `launch_server` process group per configuration (SPEC.md's contract).
 
-A run is: free port, launch, wait for `/health` (or the ready line) while a watcher reads every
-log line against the fatal failure rules, one `bench_serving` per repetition, and always a stop
-of the whole group. A fatal line, an early exit, a timeout or a cancel each end the run at once.
+A run is: the configuration spelled for the installed release (flag_table), a free port, launch,
+wait for `/health` (or the ready line) while a watcher reads every log line against the fatal
+failure rules, one `bench_serving` per repetition, and always a stop of the whole group. A fatal
+line, an early exit, a timeout or a cancel each end the run at once.
+
+Every repetition is a measurement of its own: a seed of its own (the same seed for the same
+repetition of every configuration, so they see the same prompts), the prefix cache flushed
+before it (/flush_cache) and after bench_serving's warm-up (`--flush-cache`; a flush also resets
+SGLang's accept-length counters, so the figure bench_serving reads is this repetition's own). A
+repetition whose result has fewer `completed` requests than prompts sent is no sample: the
+record's `repetitions` says why.
 """
 
 from __future__ import annotations
@@ -21,12 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobs.core.errors import EngineError, UserError
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import Match, RuleSet, load_rules
 from jobs.engines import preflight
 from jobs.engines.base import RunContext, now_iso, to_run_record
 from jobs.engines.fingerprint import host_fingerprint
+from jobs.engines.flag_table import load_table, to_release
 from jobs.engines.procs import TAIL_LINES, ProcessGroup, free_port
 from jobs.settings import sglang_python
 
@@ -41,6 +51,7 @@ GRACE_S = 5.0
 FATAL_GRACE_S = 1.0  # a server that logged a fatal line can only die: no need to wait long
 SELF_EXIT_S = 0.3
 BENCH_ERROR_LINES = 30
+BENCH_DEFAULT_PROMPTS = 1000  # bench_serving's --num-prompts default in 0.5.2-0.5.23
 _CONTEXT_LINES = 20
 
 
@@ -82,14 +93,40 @@ class SGLangEngine:
     name = "sglang"
 
     def preflight(self, plan: BatchPlan) -> dict[str, str]:
-        _, flags = preflight.known_flags(sglang_python())
-        return preflight.check_plan(plan, flags)
+        return preflight.check_plan(plan, preflight.known_help(sglang_python()),
+                                    table=load_table())
 
     def fingerprint(self) -> dict[str, Any]:
         return host_fingerprint(sglang_python())
 
     def run(self, config: RunConfig, ctx: RunContext) -> RunRecord:
+        try:  # cached by preflight; the record keeps the names that ran
+            version = preflight.sglang_version(preflight.resolve_python(sglang_python()))
+            config = to_release(config, version, load_table())
+        except (UserError, EngineError):
+            pass  # no SGLang to ask: the launch itself will say so
         return _Run(config=config, ctx=ctx, rules=load_rules()).execute()
+
+
+def bench_args(bench: Mapping[str, Any], *, rep: int) -> dict[str, Any]:
+    """The preset's bench settings for repetition `rep`: its own seed, and the cache flushed."""
+    args = {k: v for k, v in bench.items() if preflight.to_flag(k) not in ("--seed",)}
+    given = next((v for k, v in bench.items() if preflight.to_flag(k) == "--seed"), 1)
+    try:
+        first = int(given)
+    except (TypeError, ValueError):
+        first = 1
+    args["seed"] = first + rep - 1
+    args["flush-cache"] = True
+    return args
+
+
+def prompts_sent(bench: Mapping[str, Any]) -> int:
+    given = next((v for k, v in bench.items() if preflight.to_flag(k) == "--num-prompts"), None)
+    try:
+        return int(given) if given is not None else BENCH_DEFAULT_PROMPTS
+    except (TypeError, ValueError):
+        return BENCH_DEFAULT_PROMPTS
 
 
 @dataclass
@@ -113,7 +150,7 @@ class _Watch:
         self.ready = False
         self._previous: deque[str] = deque(maxlen=_CONTEXT_LINES)
         self._closed = threading.Event()
-        self._opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        self.opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
     def on_line(self, line: str) -> None:
         try:
@@ -133,7 +170,7 @@ class _Watch:
         url = f"http://127.0.0.1:{self.port}/health"
         while not self._closed.wait(HEALTH_EVERY_S) and not self.ready:
             try:
-                with self._opener.open(url, timeout=2.0) as response:
+                with self.opener.open(url, timeout=2.0) as response:
                     if response.status == 200:
                         self.ready = True
                         self.event.set()
@@ -157,6 +194,8 @@ class _Run:
         self.server: ProcessGroup | None = None
         self.bench: ProcessGroup | None = None
         self._stop_checked = 0.0
+        self.repetitions: list[dict[str, Any]] = []
+        self.notes: list[str] = []  # specbench's own lines, after the server's log tail
         stem = ctx.log_path.name.removesuffix(".log")
         self.bench_log = ctx.log_path.with_name(f"{stem}.bench.log")
         self.bench_stem = ctx.log_path.with_name(f"{stem}.bench")
@@ -187,11 +226,12 @@ class _Run:
         tail = list(self.server.tail) if self.server is not None else []
         metrics: dict[str, Any] = dict(samples)
         metrics["accept_length"] = sum(accept) / len(accept) if accept else None
+        extra: dict[str, Any] = {"repetitions": self.repetitions} if self.repetitions else {}
         return to_run_record(
             self.config, self.ctx, status=ending.status, started_at=started_at,
             exit_code=ending.exit_code,
-            log_tail="\n".join([*tail, *ending.extra_lines][-TAIL_LINES:]),
-            metrics=metrics,
+            log_tail="\n".join([*tail, *self.notes, *ending.extra_lines][-TAIL_LINES:]),
+            metrics=metrics, extra=extra,
         )
 
     def _launch(self) -> _Ending | None:
@@ -225,10 +265,13 @@ class _Run:
         self, rep: int, *, samples: dict[str, list[float]], accept: list[float]
     ) -> _Ending | None:
         out_file = Path(f"{self.bench_stem}.rep{rep}.{secrets.token_hex(3)}.jsonl")
+        bench = bench_args(self.ctx.plan.bench, rep=rep)
+        if rep > 1:
+            self._flush_cache(rep)
         argv = [
             self.python, "-m", "sglang.bench_serving", "--backend", "sglang",
             "--base-url", f"http://127.0.0.1:{self.port}", "--output-file", str(out_file),
-            *to_cli_args(self.ctx.plan.bench),
+            *to_cli_args(bench),
         ]
         try:
             self.bench = ProcessGroup(argv, env=self.env, log_path=self.bench_log)
@@ -255,6 +298,15 @@ class _Run:
         if code != 0 or result is None:
             why = f"exited {code}" if code != 0 else f"exited 0 but wrote no result to {out_file}"
             return _Ending("failed", exit_code=code, extra_lines=self._bench_lines(rep, why))
+        sent, completed = prompts_sent(self.ctx.plan.bench), result.get("completed")
+        entry: dict[str, Any] = {"rep": rep, "seed": bench["seed"], "sent": sent,
+                                 "completed": completed, "sample": True}
+        self.repetitions.append(entry)
+        if not isinstance(completed, int) or isinstance(completed, bool) or completed != sent:
+            entry.update(sample=False, why=f"completed {completed} of {sent}")
+            self.notes.append(f"specbench: repetition {rep} is no sample: bench_serving "
+                              f"completed {completed} of {sent} prompts")
+            return None
         for key in dict.fromkeys((*BENCH_METRICS, self.ctx.plan.metric)):
             value = result.get(key)
             if isinstance(value, int | float) and not isinstance(value, bool):
@@ -262,7 +314,21 @@ class _Run:
         value = result.get("accept_length")
         if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
             accept.append(float(value))
+            entry["accept_length"] = float(value)
         return None
+
+    def _flush_cache(self, rep: int) -> None:
+        """Empty the prefix cache (and the accept counters) before repetition `rep`."""
+        url = f"http://127.0.0.1:{self.port}/flush_cache"
+        try:
+            request = urllib.request.Request(url, data=b"", method="POST")
+            with self.watch.opener.open(request, timeout=30) as response:
+                if response.status == 200:
+                    return
+                why = f"HTTP {response.status}"
+        except (OSError, urllib.error.URLError, ValueError) as exc:
+            why = str(exc)
+        self.notes.append(f"specbench: /flush_cache before repetition {rep} failed: {why}")
 
     def _bench_lines(self, rep: int, why: str) -> list[str]:
         assert self.bench is not None

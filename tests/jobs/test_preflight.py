@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from jobs.core.errors import UserError
 from jobs.core.rules import load_rules
-from jobs.engines import preflight
+from jobs.engines import preflight, sglang_probe
+from jobs.engines.flag_table import load_table
 from jobs.engines.sglang import SGLangEngine
-from tests.standin.harness import Standin, make_standin
+from tests.standin.harness import STANDIN, Standin, make_standin
+
+HELP_0_5_23 = Path(__file__).resolve().parent / "fixtures" / "sglang-0.5.23-help.txt"
 
 # Recorded from argparse's format (SGLang 0.5.2 style), cut down.
 HELP_TEXT = """\
@@ -108,23 +114,112 @@ def test_preflight_runs_help_once_per_version(standin: Standin) -> None:
     assert list((standin.root / "data" / "cache").glob("sglang-flags-*.json"))
 
 
-def test_a_new_version_reruns_help_and_flags_removed_flags(
+def test_a_new_version_reruns_help_and_spells_renamed_knobs_its_way(
     standin: Standin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     plan = standin.plan(
         standin.config("baseline", role="baseline"),
         standin.config("small-graphs", server_args={"cuda-graph-max-bs": 128}),
+        standin.config("pcie", server_args={"enable-custom-allreduce-pcie": True}),
     )
     engine = SGLangEngine()
-    assert engine.preflight(plan) == {}
-    monkeypatch.setenv("STANDIN_VERSION", "0.5.23")  # an upgrade without --cuda-graph-max-bs
+    assert list(engine.preflight(plan)) == ["pcie"]
+    monkeypatch.setenv("STANDIN_VERSION", "0.5.23")  # an upgrade: --cuda-graph-max-bs is gone
     reasons = engine.preflight(plan)
-    assert set(reasons) == {"baseline", "small-graphs"}
-    assert "unrecognized arguments: --cuda-graph-max-bs (did you mean --cuda-graph-max-bs-" in (
-        reasons["small-graphs"]
+    assert list(reasons) == ["pcie"]  # cuda-graph-max-bs runs as --cuda-graph-max-bs-decode
+    assert reasons["pcie"] == (
+        "sglang serve: error: unrecognized arguments: --enable-custom-allreduce-pcie (no SGLang "
+        "release has --enable-custom-allreduce-pcie: custom all-reduce is on unless "
+        "--disable-custom-all-reduce is given (and SGLang turns it off by itself on more than "
+        "two PCIe-only GPUs))"
     )
     engine.preflight(plan)
     assert standin.help_log.read_text().splitlines() == ["0.5.2", "0.5.23"]
+
+
+def test_a_flag_or_value_newer_than_the_release_is_refused_with_the_release_it_needs(
+    standin: Standin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plan = standin.plan(
+        standin.config("baseline", role="baseline"),
+        standin.config("symm-mem", server_args={"enable-torch-symm-mem": True}),
+        standin.config("a2a", server_args={"ep-size": 8, "moe-a2a-backend": "flashinfer"}),
+    )
+    reasons = SGLangEngine().preflight(plan)
+    assert reasons["symm-mem"] == (
+        "launch_server.py: error: unrecognized arguments: --enable-torch-symm-mem "
+        "(--enable-torch-symm-mem is in SGLang 0.5.3 and later; this is 0.5.2)"
+    )
+    assert reasons["a2a"] == (
+        "launch_server.py: error: argument --moe-a2a-backend: invalid choice: 'flashinfer' "
+        "(choose from 'none', 'deepep') (--moe-a2a-backend flashinfer is in SGLang 0.5.9 and "
+        "later; this is 0.5.2)"
+    )
+    for reason in reasons.values():
+        match = load_rules().classify(reason)
+        assert match is not None and match.tag == "bad-config"
+    monkeypatch.setenv("STANDIN_VERSION", "0.5.9")
+    assert SGLangEngine().preflight(plan) == {}
+
+
+def test_the_real_0_5_23_help_gives_flags_choices_and_prog() -> None:
+    text = HELP_0_5_23.read_text()
+    choices = preflight.parse_help_choices(text)
+    assert "flashinfer" in choices["--moe-a2a-backend"]
+    assert choices["--speculative-attention-mode"] == ("prefill", "decode")
+    known = preflight.LaunchHelp(version="0.5.23", flags=preflight.parse_help_flags(text),
+                                 choices=choices, prog="sglang serve")
+    plan = Standin(root=Path("/nonexistent")).plan(
+        Standin(root=Path("/x")).config("baseline", role="baseline",
+                                        server_args={"cuda-graph-max-bs": 512}),
+    )
+    assert preflight.check_plan(plan, known, table=load_table()) == {}
+    assert "ambiguous" not in str(preflight.check_plan(plan, known))  # unknown without the table
+
+
+def _installed_standin(root: Path, version: str) -> Path:
+    """A site folder where the stand-in is an installed `sglang` distribution."""
+    site = root / "site"
+    site.mkdir(exist_ok=True)
+    if not (site / "sglang").exists():
+        (site / "sglang").symlink_to(STANDIN / "sglang")
+    for old in site.glob("sglang-*.dist-info"):
+        for item in old.iterdir():
+            item.unlink()
+        old.rmdir()
+    info = site / f"sglang-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: sglang\nVersion: {version}\n")
+    (info / "RECORD").write_text("sglang/__init__.py,,\n")
+    return site
+
+
+def test_the_version_probe_is_cached_with_the_help_until_an_upgrade(
+    standin: Standin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = _installed_standin(standin.root, "0.5.15")
+    monkeypatch.setenv("PYTHONPATH", str(site))
+    calls: list[list[str]] = []
+    real_run = subprocess.run
+
+    def counting(argv: list[str], **kwargs: Any) -> Any:
+        calls.append(argv)
+        return real_run(argv, **kwargs)
+
+    monkeypatch.setattr(sglang_probe.subprocess, "run", counting)
+    first = preflight.known_help(sys.executable)
+    assert first.version == "0.5.15" and "--cuda-graph-max-bs-decode" in first.flags
+    assert len(calls) == 2  # the probe (metadata, no `import sglang`) and --help
+    for _ in range(3):
+        assert preflight.known_help(sys.executable) == first
+    preflight.clear_memory()  # a new worker process: the disk cache answers, no process runs
+    assert preflight.known_help(sys.executable) == first
+    assert len(calls) == 2
+    time.sleep(0.01)
+    _installed_standin(standin.root, "0.5.23")  # pip install --upgrade
+    assert preflight.known_help(sys.executable).version == "0.5.23"
+    assert len(calls) == 4
+    assert standin.help_log.read_text().splitlines() == ["0.5.15", "0.5.23"]
 
 
 def test_missing_interpreter_is_a_user_error(

@@ -1,10 +1,22 @@
 """A stand-in for SGLang in tests: same command lines, realistic logs, no GPU.
 
-`python -m sglang.launch_server` and `python -m sglang.bench_serving` accept a subset of the real
-flags (read from SGLang's server_args.py and bench_serving.py) and behave as `STANDIN_MODE` says;
-see `launch_server.py` for the modes and the environment variables.
+`python -m sglang.launch_server` and `python -m sglang.bench_serving` take the flags of a real
+release (flags/<version>.json, read from its wheel by scripts/sglang_flags.py) and behave as
+`STANDIN_MODE` says; see `launch_server.py` for the modes and the environment variables. The
+release is $STANDIN_VERSION, else the version of an `sglang` distribution installed around the
+stand-in (a test's fake dist-info), else 0.5.2.
 """
 
 import os
 
-__version__ = os.environ.get("STANDIN_VERSION") or "0.5.2"
+
+def _installed() -> str | None:
+    try:
+        import importlib.metadata
+
+        return importlib.metadata.version("sglang")
+    except Exception:
+        return None
+
+
+__version__ = os.environ.get("STANDIN_VERSION") or _installed() or "0.5.2"

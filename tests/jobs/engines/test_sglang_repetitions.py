@@ -1,0 +1,86 @@
+"""Every repetition is a measurement of its own (SPEC.md "Real SGLang"), on the stand-in."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from jobs.core.rules import load_rules
+from jobs.core.verdicts import Metric, judge
+from jobs.engines.sglang import SGLangEngine, bench_args
+from tests.standin.harness import Standin, make_standin
+
+SPECULATIVE = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/models/d"}
+
+
+@pytest.fixture
+def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Standin:
+    return make_standin(tmp_path, monkeypatch)
+
+
+def test_bench_args_give_each_repetition_its_seed_and_a_flush() -> None:
+    bench = {"dataset-name": "random-ids", "num-prompts": 64}
+    assert bench_args(bench, rep=1) == {**bench, "seed": 1, "flush-cache": True}
+    assert bench_args(bench, rep=3)["seed"] == 3
+    assert bench_args({**bench, "seed": 40}, rep=2)["seed"] == 41
+    assert bench_args({**bench, "--seed": 40}, rep=1) == {**bench, "seed": 40,
+                                                          "flush-cache": True}
+
+
+def test_repetitions_get_distinct_seeds_a_flushed_cache_and_their_own_accept_length(
+    standin: Standin,
+) -> None:
+    config = standin.config("eagle3", server_args=SPECULATIVE)
+    plan = standin.plan(config, reps=3)
+    plan = dataclasses.replace(plan, bench={**plan.bench, "random-output-len": 64})
+    record = SGLangEngine().run(config, standin.ctx(plan, "eagle3"))
+    assert record.status == "ok"
+    reps = record.extra["repetitions"]
+    assert [r["seed"] for r in reps] == [1, 2, 3]
+    assert all(r["sample"] and r["completed"] == r["sent"] == 2 for r in reps)
+    log = standin.root / "logs" / "eagle3.log"
+    # before repetitions 2 and 3 by specbench, after each warm-up by bench_serving
+    assert log.read_text().count("Cache flushed successfully!") == 2 + 3
+    bench_log = (standin.root / "logs" / "eagle3.bench.log").read_text()
+    assert bench_log.count("flush_cache=True") == 3
+    per_rep = [r["accept_length"] for r in reps]
+    assert len(set(per_rep)) > 1, "different prompts, different accept lengths"
+    assert record.metrics["accept_length"] == pytest.approx(sum(per_rep) / 3)
+    standin.assert_clean()
+
+
+def test_a_repetition_with_failed_requests_is_no_sample(standin: Standin) -> None:
+    # request 3 of each repetition (after the warm-up and one prompt) fails
+    config = standin.config("flaky", env={"STANDIN_FAIL_EVERY": "3"})
+    baseline = standin.config("baseline", role="baseline")
+    plan = standin.plan(baseline, config, reps=2)
+    engine = SGLangEngine()
+    base = engine.run(baseline, standin.ctx(plan, "baseline"))
+    record = engine.run(config, standin.ctx(plan, "flaky"))
+    assert record.status == "ok"
+    assert record.metrics["output_throughput"] == []
+    assert [r["why"] for r in record.extra["repetitions"]] == ["completed 1 of 2"] * 2
+    assert "specbench: repetition 1 is no sample: bench_serving completed 1 of 2 prompts" in (
+        record.log_tail)
+    verdict = judge(record, base, metric=Metric(), rules=load_rules())
+    assert verdict.verdict == "failed"
+    assert "completed 1 of 2" in verdict.why
+    standin.assert_clean()
+
+
+def test_a_renamed_knob_runs_under_the_release_s_name_and_the_record_keeps_it(
+    standin: Standin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STANDIN_VERSION", "0.5.23")
+    config = standin.config("baseline", role="baseline")  # cuda-graph-max-bs: 8
+    plan = standin.plan(config)
+    engine = SGLangEngine()
+    assert engine.preflight(plan) == {}
+    record = engine.run(config, standin.ctx(plan, "baseline"))
+    assert record.status == "ok", record.log_tail
+    assert record.server_args["cuda-graph-max-bs-decode"] == 8
+    assert "cuda-graph-max-bs" not in record.server_args
+    assert "cuda_graph_max_bs_decode=8" in record.log_tail
+    standin.assert_clean()
