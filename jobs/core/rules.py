@@ -4,7 +4,13 @@
 matches any line of a log tail gives the cause and `why` quotes that line. Lines matching the
 file's `ignore` patterns (boilerplate such as SGLang's "Possible solutions:") never match. A rule
 may carry a `context` regex that one of the `context_lines` lines just before the match must
-also match. Fatal rules let the live log watcher stop a server that can only die.
+also match. Fatal rules let the live log watcher stop a server that can only die. A rule tagged
+`crash` (last in the precedence) names no cause of its own but quotes the line and may be fatal.
+
+Rules of `kind: fallback` name no cause: they match lines where the server says a feature is not
+supported and carries on with the default path. A run whose declared change touches one of the
+rule's `knobs` (any knob when it lists none) and that logged such a line did not test its
+hypothesis (SPEC.md "Real SGLang"): `fallback_line` finds the line.
 """
 
 from __future__ import annotations
@@ -32,6 +38,9 @@ PRECEDENCE: tuple[str, ...] = (
     "assertion",
 )
 CAUSES: tuple[str, ...] = (*PRECEDENCE, "timeout", "crash")
+# The tags a cause rule may carry, in file order: a `crash` rule only quotes its line.
+RULE_TAGS: tuple[str, ...] = (*PRECEDENCE, "crash")
+KINDS = ("cause", "fallback")
 
 CAUSE_TEXT: dict[str, str] = {
     "arch-unsupported": "the GPU's architecture is not supported by a kernel or library",
@@ -47,7 +56,8 @@ CAUSE_TEXT: dict[str, str] = {
 DEFAULT_CONTEXT_LINES = 5
 _TOP_KEYS = frozenset({"ignore", "rules"})
 _REQUIRED_KEYS = ("tag", "name", "pattern", "fatal", "explanation")
-_RULE_KEYS = frozenset({*_REQUIRED_KEYS, "context", "context_lines"})
+_FALLBACK_KEYS = ("name", "pattern", "explanation")
+_RULE_KEYS = frozenset({*_REQUIRED_KEYS, "context", "context_lines", "kind", "knobs"})
 # A Python traceback frame ("  File \"x.py\", line 3, in f"), after any log prefix.
 _FRAME = re.compile(r'^(?P<lead>.*?)(?P<indent> *)File "[^"]*", line \d+')
 _CODE_LOOKBACK = 20
@@ -64,6 +74,8 @@ class Rule:
     explanation: str
     context: re.Pattern[str] | None = None
     context_lines: int = DEFAULT_CONTEXT_LINES
+    kind: str = "cause"
+    knobs: tuple[str, ...] = ()  # fallback rules: the knobs whose feature the line is about
     # The pattern over a whole log at once (line anchors kept): a cheap test that skips the
     # rule when no line of the log can match it.
     whole_log: re.Pattern[str] = field(init=False, repr=False, compare=False)
@@ -94,6 +106,7 @@ class Match:
 class RuleSet:
     rules: tuple[Rule, ...]
     ignore: tuple[re.Pattern[str], ...] = ()
+    fallbacks: tuple[Rule, ...] = ()
     # The ignore patterns as one alternation: one search per line instead of one per pattern.
     ignore_any: re.Pattern[str] | None = field(init=False, repr=False, compare=False)
 
@@ -147,6 +160,15 @@ class RuleSet:
                 return Match(tag=rule.tag, line=line.strip(), rule=rule)
         return None
 
+    def fallback_match(self, line: str) -> Match | None:
+        """The first fallback rule matching one server log line."""
+        if not line.strip() or self.is_ignored(line):
+            return None
+        for rule in self.fallbacks:
+            if rule.is_match(line):
+                return Match(tag="fallback", line=line.strip(), rule=rule)
+        return None
+
     def explain(self, tag: str) -> str:
         """One line saying what a cause tag means."""
         try:
@@ -165,6 +187,28 @@ def cause_of(*, log_tail: str | None, status: str, rules: RuleSet) -> tuple[str,
     if status == "timeout":
         return "timeout", (f"timed out; last log line: {last}" if last else "timed out with no log")
     return "crash", last or "the server exited with no log"
+
+
+def fallback_line(
+    *,
+    log_tail: str | None,
+    lines: Sequence[str] | None,
+    change: dict[str, dict[str, Any]],
+    rules: RuleSet,
+) -> str | None:
+    """The first line (seen live, else in the log tail) where the server fell back from a
+    feature of the declared `change`; None when it did not."""
+    changed = {_knob(k) for part in change.values() if isinstance(part, dict) for k in part}
+    for line in [*(lines or []), *(log_tail or "").splitlines()]:
+        match = rules.fallback_match(line)
+        if match is not None and (not match.rule.knobs or changed & set(match.rule.knobs)):
+            return match.line
+    return None
+
+
+def _knob(key: str) -> str:
+    """A server arg as its flag name (`tp_size` -> `tp-size`); an env name (NCCL_ALGO) as is."""
+    return key if key.isupper() else key.lstrip("-").replace("_", "-")
 
 
 def load_rules(path: Path | None = None) -> RuleSet:
@@ -212,20 +256,24 @@ def parse_rules(text: str, *, source: str = "failure_rules.yaml") -> RuleSet:
         _compile(item, where=f"{source}: ignore #{n}") for n, item in enumerate(raw_ignore, 1)
     )
     rules: list[Rule] = []
+    fallbacks: list[Rule] = []
     for n, raw in enumerate(raw_rules, 1):
         line = f" (line {lines[n - 1]})" if n - 1 < len(lines) else ""
         label = raw.get("name") if isinstance(raw, dict) else None
         named = repr(label) if isinstance(label, str) and label else f"#{n}"
         rule = _to_rule(raw, where=f"{source}: rule {named}{line}")
-        if rules and PRECEDENCE.index(rule.tag) < PRECEDENCE.index(rules[-1].tag):
+        if any(earlier.name == rule.name for earlier in (*rules, *fallbacks)):
+            raise PresetError(f"{source}: rule {rule.name!r}{line}: key 'name': used twice")
+        if rule.kind == "fallback":
+            fallbacks.append(rule)
+            continue
+        if rules and RULE_TAGS.index(rule.tag) < RULE_TAGS.index(rules[-1].tag):
             raise PresetError(
                 f"{source}: rule {rule.name!r}{line}: key 'tag': {rule.tag!r} is out of "
-                f"precedence order (after {rules[-1].tag!r}; order: {', '.join(PRECEDENCE)})"
+                f"precedence order (after {rules[-1].tag!r}; order: {', '.join(RULE_TAGS)})"
             )
-        if any(earlier.name == rule.name for earlier in rules):
-            raise PresetError(f"{source}: rule {rule.name!r}{line}: key 'name': used twice")
         rules.append(rule)
-    return RuleSet(rules=tuple(rules), ignore=ignore)
+    return RuleSet(rules=tuple(rules), ignore=ignore, fallbacks=tuple(fallbacks))
 
 
 def _to_rule(raw: Any, *, where: str) -> Rule:
@@ -234,15 +282,22 @@ def _to_rule(raw: Any, *, where: str) -> Rule:
     unknown = sorted(str(key) for key in raw if key not in _RULE_KEYS)
     if unknown:
         raise PresetError(f"{where}: unknown key {unknown[0]!r}")
+    kind = raw.get("kind", "cause")
+    if kind not in KINDS:
+        raise PresetError(f"{where}: key 'kind': {kind!r} is not one of {', '.join(KINDS)}")
+    if kind == "fallback":
+        return _to_fallback(raw, where=where)
+    if "knobs" in raw:
+        raise PresetError(f"{where}: key 'knobs' is for rules of kind 'fallback'")
     for key in _REQUIRED_KEYS:
         if key not in raw:
             raise PresetError(f"{where}: missing key {key!r}")
     for key in ("name", "tag", "pattern", "explanation"):
         if not isinstance(raw[key], str) or not raw[key].strip():
             raise PresetError(f"{where}: key {key!r} must be a non-empty string")
-    if raw["tag"] not in PRECEDENCE:
+    if raw["tag"] not in RULE_TAGS:
         raise PresetError(
-            f"{where}: key 'tag': unknown tag {raw['tag']!r} (one of {', '.join(PRECEDENCE)})"
+            f"{where}: key 'tag': unknown tag {raw['tag']!r} (one of {', '.join(RULE_TAGS)})"
         )
     if not isinstance(raw["fatal"], bool):
         raise PresetError(f"{where}: key 'fatal' must be true or false")
@@ -264,6 +319,25 @@ def _to_rule(raw: Any, *, where: str) -> Rule:
         explanation=raw["explanation"].strip(),
         context=None if context is None else _compile(context, where=f"{where}: key 'context'"),
         context_lines=context_lines,
+    )
+
+
+def _to_fallback(raw: dict[str, Any], *, where: str) -> Rule:
+    for key in _FALLBACK_KEYS:
+        if key not in raw:
+            raise PresetError(f"{where}: missing key {key!r}")
+        if not isinstance(raw[key], str) or not raw[key].strip():
+            raise PresetError(f"{where}: key {key!r} must be a non-empty string")
+    for key in ("tag", "fatal", "context", "context_lines"):
+        if key in raw:
+            raise PresetError(f"{where}: key {key!r} is not for rules of kind 'fallback'")
+    knobs = raw.get("knobs", [])
+    if not isinstance(knobs, list) or not all(isinstance(k, str) and k for k in knobs):
+        raise PresetError(f"{where}: key 'knobs' must be a list of knob names")
+    return Rule(
+        name=raw["name"], tag="fallback", kind="fallback", fatal=False,
+        pattern=_compile(raw["pattern"], where=f"{where}: key 'pattern'"),
+        explanation=raw["explanation"].strip(), knobs=tuple(_knob(k) for k in knobs),
     )
 
 

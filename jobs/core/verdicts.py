@@ -1,8 +1,8 @@
 """Verdicts: what one approach did against the batch's baseline (SPEC.md's verdict rules).
 
 Pure functions over run records. The order of the rules is the order of the checks below:
-cancelled/skipped, failed, inconclusive (failed baseline, confound, fingerprint drift, noise),
-then the comparison of medians.
+cancelled/skipped, failed, inconclusive (failed baseline, confound, fingerprint drift, a fallback
+from the declared change, noise), then the comparison of medians.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from jobs.core.plans import confounds
 from jobs.core.records import RunRecord
-from jobs.core.rules import RuleSet, cause_of
+from jobs.core.rules import RuleSet, cause_of, fallback_line
 from jobs.settings import redact, secret_values
 
 DRIFT_KEYS = ("gpu", "gpu_count", "driver", "cuda", "torch", "sglang", "nccl")
@@ -40,7 +40,7 @@ class Verdict:
     value: float | None
     delta_pct: float | None
     why: str
-    # Why an inconclusive verdict is inconclusive: baseline | confound | drift | noise.
+    # Why an inconclusive verdict is inconclusive: baseline | confound | drift | fallback | noise.
     reason: str | None = None
     confound: tuple[str, str, str] | None = None
 
@@ -107,6 +107,11 @@ def judge(
         key, ours, theirs = drift
         why = f"ran on a different {key} than the baseline ({ours} vs {theirs})"
         return Verdict("inconclusive", None, value, delta, why, reason="drift")
+    fell_back = fallback_line(log_tail=record.log_tail, lines=record.extra.get("fallbacks"),
+                              change=record.change, rules=rules)
+    if fell_back is not None:
+        why = f"the server fell back from the declared change: “{_clip(fell_back)}”"
+        return Verdict("inconclusive", None, value, delta, why, reason="fallback")
     assert value is not None
     return compare(samples, base_samples, metric=metric, value=value, delta=delta)
 
