@@ -3,7 +3,8 @@
 A run is: the configuration spelled for the installed release (flag_table), a free port, launch,
 wait for `/health` (or the ready line) while a watcher reads every log line against the fatal
 failure rules, one `bench_serving` per repetition, and always a stop of the whole group. A fatal
-line, an early exit, a timeout or a cancel each end the run at once.
+line, an early exit, a timeout or a cancel each end the run at once. Lines where the server
+falls back from a feature (fallback rules) are kept in the record's `fallbacks`.
 
 Every repetition is a measurement of its own: a seed of its own (the same seed for the same
 repetition of every configuration, so they see the same prompts), the prefix cache flushed
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import threading
 import time
@@ -53,6 +55,8 @@ SELF_EXIT_S = 0.3
 BENCH_ERROR_LINES = 30
 BENCH_DEFAULT_PROMPTS = 1000  # bench_serving's --num-prompts default in 0.5.2-0.5.23
 _CONTEXT_LINES = 20
+MAX_FALLBACKS = 10
+_PREFIX = re.compile(r"^\[[^\]]*\]\s*")  # SGLang's "[time TPn] "
 
 
 def to_cli_args(args: Mapping[str, Any]) -> list[str]:
@@ -147,6 +151,7 @@ class _Watch:
         self.event = threading.Event()
         self.fatal: Match | None = None
         self.fatal_at: float | None = None
+        self.fallbacks: list[str] = []  # lines where the server fell back, seen live
         self.ready = False
         self._previous: deque[str] = deque(maxlen=_CONTEXT_LINES)
         self._closed = threading.Event()
@@ -162,6 +167,11 @@ class _Watch:
             if READY_LINE in line:
                 self.ready = True
                 self.event.set()
+            fell_back = self.rules.fallback_match(line)
+            if fell_back is not None and len(self.fallbacks) < MAX_FALLBACKS:
+                text = _PREFIX.sub("", fell_back.line)  # one line for the eight ranks
+                if all(_PREFIX.sub("", seen) != text for seen in self.fallbacks):
+                    self.fallbacks.append(fell_back.line)
         except Exception:  # the log pump must keep draining the pipe whatever happens
             log.exception("log watcher failed on %r", line)
         self._previous.append(line)
@@ -227,6 +237,8 @@ class _Run:
         metrics: dict[str, Any] = dict(samples)
         metrics["accept_length"] = sum(accept) / len(accept) if accept else None
         extra: dict[str, Any] = {"repetitions": self.repetitions} if self.repetitions else {}
+        if self.watch.fallbacks:  # early startup lines: the log tail may have lost them
+            extra["fallbacks"] = list(self.watch.fallbacks)
         return to_run_record(
             self.config, self.ctx, status=ending.status, started_at=started_at,
             exit_code=ending.exit_code,

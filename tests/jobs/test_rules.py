@@ -12,10 +12,12 @@ from jobs.core.errors import PresetError
 from jobs.core.rules import (
     CAUSES,
     PRECEDENCE,
+    RULE_TAGS,
     Match,
     Rule,
     RuleSet,
     cause_of,
+    fallback_line,
     load_rules,
     parse_rules,
 )
@@ -248,6 +250,9 @@ BENIGN = [
     "the out-of-memory error.",
     # NCCL INFO lines
     "host-17:2110:2110 [0] NCCL INFO NCCL_ALGO set by environment to Tree",
+    # nccl src/transport/net_ib.cc on a host without InfiniBand: NCCL uses sockets/P2P instead
+    "host-17:2110:2110 [0] NCCL WARN NET/IB : No device found.",
+    "host-17:2110:2110 [0] NCCL INFO NET/IB : No device found.",
     "host-17:2110:2110 [0] NCCL INFO cudaDriverVersion 12080",
     # the model architecture, not the GPU's
     "ValueError: Unsupported architecture: Qwen3ForCausalLM",
@@ -397,9 +402,10 @@ RuntimeError: No supported CUDA architectures found for major versions [9, 10]."
 
 
 def test_rules_follow_precedence_and_cover_every_tag(rules: RuleSet) -> None:
-    order = [PRECEDENCE.index(rule.tag) for rule in rules.rules]
+    order = [RULE_TAGS.index(rule.tag) for rule in rules.rules]
     assert order == sorted(order)
-    assert {rule.tag for rule in rules.rules} == set(PRECEDENCE)
+    assert {rule.tag for rule in rules.rules} == set(RULE_TAGS)
+    assert RULE_TAGS == (*PRECEDENCE, "crash")
     assert CAUSES == (*PRECEDENCE, "timeout", "crash")
     assert all(rules.explain(tag) for tag in CAUSES)
     with pytest.raises(ValueError):
@@ -637,3 +643,152 @@ def test_config_dir_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 def test_parse_rules_names_its_source() -> None:
     with pytest.raises(PresetError, match="^inline: unknown key 'x'"):
         parse_rules("x: 1\nrules:\n" + GOOD_RULE, source="inline")
+
+
+# ------------------------------------------------------------------------ real SGLang (issue 11)
+
+REAL_SGLANG = [
+    # sglang 0.5.23 srt/mem_cache/kv_cache_configurator.py:3051
+    ("out-of-memory", "ValueError: Loaded weights leave no GPU memory for the KV cache under "
+     "--mem-fraction-static=0.85. Raise --mem-fraction-static above 0.912 (minimum viable = 1 - "
+     "available/pre = 0.9113). If using speculative decoding, draft weights are now counted.",
+     True),
+    # CUDA runtime 700 and 719, as PyTorch raises them
+    ("crash", "torch.AcceleratorError: CUDA error: an illegal memory access was encountered",
+     True),
+    ("crash", "RuntimeError: CUDA error: unspecified launch failure", True),
+    # pytorch aten/src/ATen/cuda/CUDABlas.cpp
+    ("arch-unsupported", "RuntimeError: CUDA error: CUBLAS_STATUS_NOT_SUPPORTED when calling "
+     "`cublasGemmEx( handle, opa, opb, m, n, k, &falpha, a, CUDA_R_8F_E4M3, lda, b, "
+     "CUDA_R_8F_E4M3, ldb, &fbeta, c, CUDA_R_16BF, ldc, compute_type, CUBLAS_GEMM_DEFAULT)`",
+     False),
+    # torch.distributed rendezvous
+    ("nccl-error", "torch.distributed.DistStoreError: Timed out after 601 seconds waiting for "
+     "clients. 7/8 clients joined.", True),
+    # sglang 0.5.23 srt/server_args.py:886 and srt/utils/network.py wait_port_available
+    ("crash", "[2026-12-02 10:00:01] Port is already in use. dist_init_port=30005 "
+     "port_base=30006 detokenizer_port=30007 nccl_port=30008 scheduler_input_port=30009", True),
+    ("crash", "ValueError: nccl_port at 30008 is not available in 30 seconds. nccl_port at "
+     "30008 is not available", True),
+    # sglang 0.5.2 srt/entrypoints/engine.py:855; 0.5.23 :2006
+    ("crash", "[2026-12-02 10:00:01] Rank 0 scheduler is dead. Please check if there are "
+     "relevant logs.", True),
+    ("out-of-memory", "RuntimeError: Rank 3 scheduler died during initialization (exit code: "
+     "-9). If exit code is -9 (SIGKILL), a common cause is the OS OOM killer. Run `dmesg -T | "
+     "grep -i oom` to check.", True),
+    # flashinfer-python 0.7.4 compilation_context.py:104, jit/cake_fmha_request_ordered.py:450
+    ("arch-unsupported", "RuntimeError: SM 120 requires CUDA >= 12.8", False),
+    ("arch-unsupported", "RuntimeError: request-ordered Cake FMHA requires compute capability "
+     "10.3", False),
+    # bench_serving on a host without internet (0.5.2 and 0.5.23)
+    ("bad-config", "requests.exceptions.ConnectionError: HTTPSConnectionPool(host="
+     "'huggingface.co', port=443): Max retries exceeded with url: /datasets/anon8231489123/"
+     "ShareGPT_Vicuna_unfiltered/resolve/main/ShareGPT_V3_unfiltered_cleaned_split.json", False),
+    ("bad-config", "huggingface_hub.errors.LocalEntryNotFoundError: An error happened while "
+     "trying to locate the file on the Hub and we cannot find the requested files in the local "
+     "cache. Please check your connection and try again or make sure your Internet connection "
+     "is on.", False),
+]
+
+
+@pytest.mark.parametrize(("tag", "line", "fatal"), REAL_SGLANG)
+def test_real_sglang_messages_get_their_tag(
+    rules: RuleSet, tag: str, line: str, fatal: bool
+) -> None:
+    match = rules.classify(line)
+    assert match is not None and match.tag == tag, (match and match.rule.name, line)
+    assert (rules.fatal_match(line) is not None) == fatal
+
+
+def test_the_scheduler_s_exit_code_minus_9_in_0_5_2_is_the_oom_killer(rules: RuleSet) -> None:
+    log = ("[2026-12-02 10:00:01] Rank 0 scheduler is dead. Please check if there are relevant "
+           "logs.\n[2026-12-02 10:00:01] Exit code: -9")
+    match = rules.classify(log)
+    assert match is not None and match.tag == "out-of-memory"
+    assert match.line.endswith("Exit code: -9")
+
+
+def test_a_crash_rule_loses_to_any_cause_in_the_log(rules: RuleSet) -> None:
+    log = """\
+[2026-12-02 10:00:00 TP0] Scheduler hit an exception: Traceback (most recent call last):
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB.
+[2026-12-02 10:00:01] Rank 0 scheduler is dead. Please check if there are relevant logs."""
+    match = rules.classify(log)
+    assert match is not None and match.tag == "out-of-memory"
+    assert cause_of(log_tail="Rank 0 scheduler is dead. Please check", status="failed",
+                    rules=rules) == ("crash", "Rank 0 scheduler is dead. Please check")
+
+
+def test_the_benign_nccl_ib_warning_is_no_cause(rules: RuleSet) -> None:
+    log = ("host-17:2110:2110 [0] NCCL WARN NET/IB : No device found.\n"
+           "host-17:2110:2110 [0] NCCL INFO NET/Socket : Using [0]eth0:10.0.0.17<0>")
+    assert rules.classify(log) is None
+    assert cause_of(log_tail=log, status="failed", rules=rules)[0] == "crash"
+    real = log + "\nhost-17:2110:2110 [0] NCCL WARN Cuda failure 'invalid argument'"
+    assert tag_of(rules, real) == "nccl-error"
+
+
+FALLBACKS = [
+    # sglang 0.5.23 torch_symm_mem.py:85 (and 0.5.3 symm_mem.py:79)
+    ("[2026-12-02 10:00:00 TP3] TorchSymmMemCommunicator: Device capability 12 not supported, "
+     "communicator is not available.", "enable-torch-symm-mem"),
+    ("[2026-12-02 10:00:00 TP0] SymmMemCommunicator: World size 8 not supported, communicator "
+     "is not available.", "enable-torch-symm-mem"),
+    # custom all-reduce on more than two PCIe-only GPUs: 0.5.2 and 0.5.23
+    ("[2026-12-02 10:00:00 TP1] Custom allreduce is disabled because it's not supported on more "
+     "than two PCIe-only GPUs. To silence this warning, specify disable_custom_all_reduce=True "
+     "explicitly.", "disable-custom-all-reduce"),
+    ("[2026-12-02 10:00:00 TP1] CustomAllreduce is disabled because your platform lacks GPU P2P "
+     "capability or P2P test failed.", "disable-custom-all-reduce"),
+    # sglang layers/flashinfer_comm_fusion.py (0.5.2 :25, 0.5.23 :125)
+    ("[2026-12-02 10:00:00 TP0] flashinfer.comm is not available, falling back to standard "
+     "implementation", "enable-flashinfer-allreduce-fusion"),
+    ("[2026-12-02 10:00:00 TP0] flashinfer.comm unified allreduce_fusion API is not available, "
+     "falling back to standard implementation", "enable-flashinfer-allreduce-fusion"),
+]
+
+
+@pytest.mark.parametrize(("line", "knob"), FALLBACKS)
+def test_fallback_lines_are_no_cause_but_name_their_knob(
+    rules: RuleSet, line: str, knob: str
+) -> None:
+    assert rules.classify(line) is None
+    assert rules.fatal_match(line) is None
+    match = rules.fallback_match(line)
+    assert match is not None and knob in match.rule.knobs
+    change = {"server_args": {knob.replace("-", "_"): True}, "env": {}}
+    assert fallback_line(log_tail=line, lines=None, change=change, rules=rules) == line.strip()
+    other = {"server_args": {"speculative-algorithm": "EAGLE3"}, "env": {"NCCL_ALGO": "Tree"}}
+    assert fallback_line(log_tail=line, lines=None, change=other, rules=rules) is None
+
+
+def test_fallback_lines_seen_live_count_when_the_tail_lost_them(rules: RuleSet) -> None:
+    line = FALLBACKS[0][0]
+    change = {"server_args": {"enable-torch-symm-mem": True}, "env": {}}
+    found = fallback_line(log_tail="Decode batch ...", lines=[line], change=change, rules=rules)
+    assert found == line
+
+
+@pytest.mark.parametrize(
+    ("extra", "expected"),
+    [
+        ("    tag: out-of-memory\n", "key 'tag' is not for rules of kind 'fallback'"),
+        ("    knobs: enable-x\n", "key 'knobs' must be a list of knob names"),
+        ("    kind: maybe\n", "key 'kind': 'maybe' is not one of cause, fallback"),
+    ],
+)
+def test_invalid_fallback_rules(tmp_path: Path, extra: str, expected: str) -> None:
+    rule = ("  - kind: fallback\n    name: fb\n    pattern: 'not supported'\n"
+            "    explanation: x\n" + extra)
+    if "kind: maybe" in extra:
+        rule = rule.replace("  - kind: fallback\n    name", "  - name")
+    path = write(tmp_path, "rules:\n" + GOOD_RULE + rule)
+    with pytest.raises(PresetError, match=expected):
+        load_rules(path)
+
+
+def test_knobs_are_for_fallback_rules_only(tmp_path: Path) -> None:
+    path = write(tmp_path, "rules:\n" + GOOD_RULE.replace("fatal: true",
+                                                           "fatal: true\n    knobs: [x]"))
+    with pytest.raises(PresetError, match="key 'knobs' is for rules of kind 'fallback'"):
+        load_rules(path)

@@ -84,3 +84,29 @@ def test_a_renamed_knob_runs_under_the_release_s_name_and_the_record_keeps_it(
     assert "cuda-graph-max-bs" not in record.server_args
     assert "cuda_graph_max_bs_decode=8" in record.log_tail
     standin.assert_clean()
+
+
+def test_a_server_that_falls_back_from_the_change_makes_it_inconclusive(
+    standin: Standin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STANDIN_VERSION", "0.5.23")  # warns and carries on, on SM120
+    args = {"tp-size": 8, "disable-custom-all-reduce": True}
+    baseline = standin.config("baseline", role="baseline", server_args=args)
+    symm = dataclasses.replace(
+        standin.config("symm-mem", server_args={**args, "enable-torch-symm-mem": True}),
+        change={"server_args": {"enable-torch-symm-mem": True}, "env": {}},
+    )
+    plan = standin.plan(baseline, symm)
+    engine = SGLangEngine()
+    assert engine.preflight(plan) == {}
+    base = engine.run(baseline, standin.ctx(plan, "baseline"))
+    record = engine.run(symm, standin.ctx(plan, "symm-mem"))
+    assert base.status == record.status == "ok"
+    assert "fallbacks" not in base.extra
+    [line] = record.extra["fallbacks"]  # eight ranks, one line
+    assert line.endswith("TorchSymmMemCommunicator: Device capability 12 not supported, "
+                         "communicator is not available.")
+    verdict = judge(record, base, metric=Metric(), rules=load_rules())
+    assert verdict.verdict == "inconclusive" and verdict.reason == "fallback"
+    assert "TorchSymmMemCommunicator: Device capability 12 not supported" in verdict.why
+    standin.assert_clean()
