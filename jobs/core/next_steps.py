@@ -69,6 +69,13 @@ def _retry(record: RunRecord, verdict: Verdict, *, baseline: RunRecord) -> dict[
             f"(it ran with {ours}): the confound removed",
             why=verdict.why, effort="low",
         )
+    if verdict.reason == "fallback":
+        return _step(
+            "retry", record.approach,
+            action=f"Re-run {record.approach} where its feature is supported (another GPU or "
+            "SGLang release): the server fell back to the default path",
+            why=verdict.why, effort="medium",
+        )
     if verdict.reason == "drift":
         return _step(
             "retry", record.approach,
