@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,7 +11,11 @@ import pytest
 from jobs.core.errors import PresetError, UserError
 from jobs.core.plans import resolve
 from jobs.core.presets import find_preset, load_all, load_preset, parse_preset, preset_names
+from jobs.core.rules import load_rules
+from jobs.core.verdicts import Metric, judge
+from jobs.engines.sglang import SGLangEngine
 from tests.conftest import SEED
+from tests.standin.harness import Standin, make_standin
 
 GOOD = """\
 name: p
@@ -188,3 +193,80 @@ def test_errors_are_user_errors() -> None:
     with pytest.raises(UserError) as info:
         parse_preset("name: [\n", source="x.yaml")
     assert info.value.exit_code == 2
+
+
+# --------------------------------------------------------------------------- eagle3 on real flags
+
+
+@pytest.fixture
+def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Standin:
+    setup = make_standin(tmp_path, monkeypatch)
+    # the preset's own env is {}: the stand-in's tags come through the worker's environment
+    monkeypatch.setenv("STANDIN_TAG", setup.tag)
+    monkeypatch.setenv("STANDIN_INFO_FILE", str(setup.info_file))
+    monkeypatch.setenv("STANDIN_HEALTH_S", "0.05")
+    return setup
+
+
+def test_eagle3_benches_offline_and_is_honest_about_custom_all_reduce() -> None:
+    plan = resolve(load_preset("eagle3"))
+    assert plan.bench["dataset-name"] == "random-ids"  # `random` would download ShareGPT
+    assert "dataset-path" not in plan.bench
+    assert plan.baseline.server_args["disable-custom-all-reduce"] is True
+    custom = plan.config("eagle3-custom-allreduce")
+    assert "disable-custom-all-reduce" not in custom.server_args  # the flag is left out
+    assert "disable-custom-all-reduce" in custom.change["server_args"]  # and that is the change
+    assert not any("pcie" in key for c in plan.configs for key in c.server_args)
+
+
+@pytest.mark.parametrize(
+    ("version", "refused", "graph_flag"),
+    [
+        ("0.5.2", {"eagle3-torch-symm-mem", "eagle3-ep-flashinfer-a2a"}, "cuda-graph-max-bs"),
+        ("0.5.15", set(), "cuda-graph-max-bs-decode"),
+        ("0.5.23", set(), "cuda-graph-max-bs-decode"),
+    ],
+)
+def test_eagle3_s_baseline_is_measured_on_real_flag_sets(
+    standin: Standin, monkeypatch: pytest.MonkeyPatch, version: str, refused: set[str],
+    graph_flag: str,
+) -> None:
+    monkeypatch.setenv("STANDIN_VERSION", version)
+    plan = resolve(load_preset("eagle3"))
+    engine = SGLangEngine()
+    reasons = engine.preflight(plan)
+    assert set(reasons) == refused
+    for reason in reasons.values():
+        assert f"this is {version}" in reason
+    baseline = plan.baseline
+    record = engine.run(baseline, standin.ctx(plan, "baseline"))
+    assert record.status == "ok", record.log_tail[-2000:]
+    assert len(record.samples("output_throughput")) == plan.reps == 3
+    assert record.server_args[graph_flag] == 512
+    assert [r["seed"] for r in record.extra["repetitions"]] == [1, 2, 3]
+    assert all(r["completed"] == r["sent"] == 64 for r in record.extra["repetitions"])
+    standin.assert_clean()
+
+
+def test_eagle3_on_0_5_23_and_8_pcie_sm120_gpus_falls_back_twice(
+    standin: Standin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("STANDIN_VERSION", "0.5.23")
+    plan = dataclasses.replace(resolve(load_preset("eagle3"), reps=1),
+                               bench={"dataset-name": "random-ids", "num-prompts": 4,
+                                      "random-input-len": 16, "random-output-len": 16})
+    engine, rules = SGLangEngine(), load_rules()
+    base = engine.run(plan.baseline, standin.ctx(plan, "baseline"))
+    assert "fallbacks" not in base.extra
+    expected = {
+        "eagle3-torch-symm-mem": "TorchSymmMemCommunicator: Device capability 12 not supported",
+        "eagle3-custom-allreduce": "CustomAllreduce is disabled because it's not supported on "
+                                   "more than two PCIe-only GPUs",
+    }
+    for name, line in expected.items():
+        record = engine.run(plan.config(name), standin.ctx(plan, name))
+        assert record.status == "ok"
+        verdict = judge(record, base, metric=Metric(), rules=rules)
+        assert (verdict.verdict, verdict.reason) == ("inconclusive", "fallback"), verdict
+        assert line in verdict.why
+    standin.assert_clean()
