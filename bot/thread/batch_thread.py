@@ -180,6 +180,11 @@ class BatchThread:
                 if files:
                     await poster.upload(channel=self.channel, thread_ts=self.parent_ts,
                                         files=files)
+            elif row.error and state in ("refused", "failed"):  # why it ended, in the thread
+                ending = render_message("batch_refused", batch=row.id, state=state,
+                                        error=row.error, host=row.host)
+                await poster.post(channel=self.channel, thread_ts=self.parent_ts,
+                                  message=self.scrub(ending))
             ended = None if self.report else state
             await poster.update(channel=self.channel, ts=self.parent_ts,
                                 message=self._parent(ended=ended, error=row.error))

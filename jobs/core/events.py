@@ -7,7 +7,8 @@ An event is a flat JSON object: `{"type": ..., "batch": ..., "at": ISO time, ...
     approach.phase      approach, index (1-based), of, phase (preflight | launching | ready |
                         repetition | stopping), rep and reps for `repetition`
     approach.finished   approach, index, of, status, verdict, value, delta_pct, cause, why
-    batch.finished      state (done | failed), report (SPEC's report)
+    batch.finished      state (done | failed | refused), report (SPEC's report; None when
+                        failed or refused), error (why, when failed or refused)
     batch.cancelled     report (the partial report)
 
 Sinks share one interface: the embedded in-process channel here, a Redis Stream in

@@ -21,8 +21,9 @@ from jobs.store.posts import Posts
 from jobs.store.runs import Runs
 from jobs.store.schema import Batch, BatchRow, UTCDateTime, to_batch_row
 
-BATCH_STATES = ("queued", "running", "done", "failed", "cancelled")
-TERMINAL_STATES = frozenset({"done", "failed", "cancelled"})
+# `refused`: the worker's preflight refused the batch before any server started (SPEC "Real SGLang").
+BATCH_STATES = ("queued", "running", "done", "failed", "cancelled", "refused")
+TERMINAL_STATES = frozenset({"done", "failed", "cancelled", "refused"})
 
 
 class Store(Runs, Leases, Posts):
