@@ -110,6 +110,8 @@ class Console:
                 row = self.dispatcher.store.get_batch(reply.started.batch.id)
                 if row is not None and row.state == "failed":
                     return 1  # the infrastructure failed (SPEC's exit codes)
+                if row is not None and row.state == "refused":
+                    return 2  # the worker's preflight refused it: bad input
             return reply.exit_code
         finally:
             await self.hub.close()

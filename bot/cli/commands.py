@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jobs.core.errors import InfraError
+from jobs.core.errors import InfraError, UserError
 
 
 def _context() -> Any:
@@ -105,6 +105,8 @@ def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace) -> int:
         bar.close()
     if report is None:
         row = dispatcher.store.get_batch(batch_id)
+        if row is not None and row.state == "refused":  # the worker's preflight: bad input
+            raise UserError(f"batch {batch_id} refused: {row.error}")
         raise InfraError(f"batch {batch_id} ended {row.state if row else 'unknown'} "
                          f"without a report: {row.error if row else ''}")
     sys.stdout.write(render_report(report, args.format))

@@ -87,6 +87,11 @@ def execute_batch(
     engine = engine or get_engine(plan.engine)
     cancel = _CancelWatch(store, batch_id, should_stop)
     host = socket.gethostname()
+    done = {r.approach: r for r in store.records(batch_id) if r.status not in RERUN_STATUSES}
+    bad = _preflight(engine, plan)  # here, on the host whose SGLang will serve
+    refusal = bad.get("baseline") if "baseline" not in done else None
+    if refusal is not None:
+        return _refuse(store, sink, batch_id, host=host, why=refusal)
     store.set_state(batch_id, "running", host=host)
     names = [c.approach for c in plan.configs]
     sink.emit(make_event(
@@ -97,8 +102,6 @@ def execute_batch(
     probing = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe")
     fingerprint_of = probing.submit(engine.fingerprint)
     probing.shutdown(wait=False)
-    bad = engine.preflight(plan)
-    done = {r.approach: r for r in store.records(batch_id) if r.status not in RERUN_STATUSES}
     baseline = done.get("baseline")
     metric, rules = metric_of(plan), load_rules()
     judged: dict[str, Verdict] = {}  # each approach judged once: for its event and the report
@@ -127,6 +130,24 @@ def execute_batch(
     kind = "batch.cancelled" if state == "cancelled" else "batch.finished"
     sink.emit(make_event(kind, batch_id, state=state, report=report))
     return report
+
+
+def _preflight(engine: Engine, plan: BatchPlan) -> dict[str, str]:
+    """Approach -> why the installed engine refuses it; a preflight that cannot run at all (no
+    SGLang to ask) refuses the baseline."""
+    try:
+        return engine.preflight(plan)
+    except UserError as exc:
+        return {"baseline": str(exc)}
+
+
+def _refuse(store: Store, sink: EventSink, batch_id: str, *, host: str, why: str) -> dict[str, Any]:
+    """End a batch whose baseline this host cannot start: state `refused`, nothing started."""
+    error = f"the baseline cannot start on {host}: {why}"
+    store.set_state(batch_id, "refused", host=host, error=error[:500])
+    sink.emit(make_event("batch.finished", batch_id, state="refused", report=None,
+                         error=error[:500], host=host))
+    return {}
 
 
 def _row(store: Store, batch_id: str) -> BatchRow:

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from jobs.batches.planning import check_flags, plan_batch
+from jobs.batches.planning import plan_batch
 from jobs.commands.context import Context
-from jobs.commands.run import Started, check_reps, submit
+from jobs.commands.run import Started, check_flags_if_here, check_reps, submit
 from jobs.core.errors import UserError, did_you_mean
 from jobs.core.plans import only, parse_sets
 
@@ -33,5 +33,5 @@ def retry(ctx: Context, args: RetryArgs, *, idempotency_key: str | None = None) 
     planned = plan_batch(row.preset, overrides=overrides, reps=args.reps or old.reps,
                          queue=row.queue)
     planned = only(planned, args.approaches)
-    check_flags(planned, ctx.engine(planned.engine))
+    check_flags_if_here(ctx, planned)
     return submit(ctx, planned, idempotency_key=idempotency_key)

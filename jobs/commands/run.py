@@ -31,13 +31,18 @@ class Started:
 
 
 def plan(ctx: Context, args: RunArgs) -> BatchPlan:
-    """The checked plan of `run` (bad input raises UserError: exit 2, nothing stored)."""
+    """The checked plan of `run` (bad input raises UserError: exit 2, nothing stored).
+
+    The preset and its knobs are checked here, wherever the command runs. The engine's flags
+    are checked where the engine is: here in embedded mode, where this process is the worker;
+    in distributed mode by the worker that takes the batch (`execute_batch`), since this host
+    may have no SGLang at all (SPEC.md "Real SGLang")."""
     check_reps(args.reps)
     planned = plan_batch(
         args.preset, engine=args.engine, overrides=parse_sets(list(args.sets)), reps=args.reps,
         queue=args.queue,
     )
-    check_flags(planned, ctx.engine(planned.engine))
+    check_flags_if_here(ctx, planned)
     return planned
 
 
@@ -51,6 +56,12 @@ def submit(ctx: Context, planned: BatchPlan, *, idempotency_key: str | None = No
         idempotency_key=idempotency_key,
     )
     return Started(submitted=submitted, plan=planned, warnings=planned.warnings)
+
+
+def check_flags_if_here(ctx: Context, planned: BatchPlan) -> None:
+    """Preflight now when this process runs the batch (embedded); a worker does it otherwise."""
+    if ctx.dispatcher.mode == "embedded":
+        check_flags(planned, ctx.engine(planned.engine))
 
 
 def check_reps(reps: int | None) -> None:
