@@ -170,6 +170,49 @@ def test_dockerfiles_exist_and_the_worker_builds_on_sglang() -> None:
     assert "SPECBENCH_SGLANG_PYTHON" in worker
 
 
+def _image_tags() -> dict[str, str]:
+    """The SGLang image each deployment file names, by file."""
+    worker = (REPO / "docker" / "Dockerfile.worker").read_text(encoding="utf-8")
+    compose = _raw()["services"]["worker"]["build"]["args"]["SGLANG_IMAGE"]
+    default = re.fullmatch(r"\$\{SGLANG_IMAGE:-([^}]+)\}", str(compose))
+    example = re.search(r"^SGLANG_IMAGE=(\S+)$", ENV_EXAMPLE.read_text(encoding="utf-8"), re.M)
+    arg = re.search(r"^ARG SGLANG_IMAGE=(\S+)$", worker, re.M)
+    assert default and example and arg, "a deployment file names no SGLang image"
+    return {"docker-compose.yml": default.group(1), ".env.example": example.group(1),
+            "docker/Dockerfile.worker": arg.group(1)}
+
+
+def test_one_pinned_sglang_image_everywhere_and_in_the_docs() -> None:
+    tags = _image_tags()
+    assert len(set(tags.values())) == 1, tags
+    image = tags["docker-compose.yml"]
+    assert re.fullmatch(r"lmsysorg/sglang:v\d+\.\d+\.\d+(-cu\d+)?", image), image
+    assert image in (REPO / "docs" / "deploying.md").read_text(encoding="utf-8")
+
+
+def test_the_pinned_sglang_release_accepts_every_shipped_preset(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a new user gets from `docker compose up`: preflight on that release's own flag set
+    (generated from its wheel, tests/standin/sglang/flags) refuses no configuration."""
+    from jobs.core.plans import resolve
+    from jobs.core.presets import load_all
+    from jobs.engines.sglang import SGLangEngine
+    from tests.standin.harness import STANDIN, make_standin
+
+    image = _image_tags()["docker-compose.yml"]
+    version = re.search(r":v(\d+\.\d+\.\d+)", image).group(1)  # type: ignore[union-attr]
+    assert (STANDIN / "sglang" / "flags" / f"{version}.json").is_file(), (
+        f"no flag set of SGLang {version}: run scripts/sglang_flags.py {version}")
+    make_standin(tmp_path, monkeypatch)
+    monkeypatch.setenv("STANDIN_VERSION", version)
+    presets = [p for p in load_all() if p.engine == "sglang"]
+    assert presets, "no shipped SGLang preset"
+    for preset in presets:
+        plan = resolve(preset)
+        assert SGLangEngine().preflight(plan) == {}, f"{preset.name} on SGLang {version}"
+
+
 # --- .env.example ----------------------------------------------------------------------------
 
 
