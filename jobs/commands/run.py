@@ -1,4 +1,8 @@
-"""`run PRESET`: a preset planned, its flags checked, and submitted to the dispatcher."""
+"""`run PRESET`: a preset planned, its flags checked, and submitted to the dispatcher.
+
+From chat (every surface but the CLI) PRESET is a name from the config dir's presets folder;
+a path to a YAML file is the operator's, on the command line (`jobs.core.presets`).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +14,10 @@ from jobs.batches.planning import check_flags, plan_batch
 from jobs.commands.context import Context
 from jobs.core.errors import UserError
 from jobs.core.plans import BatchPlan, parse_sets
+from jobs.core.presets import find_named_preset
+
+PATH_SURFACES = ("cli",)
+"""The surfaces where PRESET may be a path to a YAML file: the operator's own command line."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,8 @@ def plan(ctx: Context, args: RunArgs) -> BatchPlan:
     in distributed mode by the worker that takes the batch (`execute_batch`), since this host
     may have no SGLang at all (SPEC.md "Real SGLang")."""
     check_reps(args.reps)
+    if ctx.caller.surface not in PATH_SURFACES:
+        find_named_preset(args.preset)  # a path from chat is refused before anything is read
     planned = plan_batch(
         args.preset, engine=args.engine, overrides=parse_sets(list(args.sets)), reps=args.reps,
         queue=args.queue,

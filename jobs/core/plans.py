@@ -16,7 +16,7 @@ from typing import Any
 import yaml
 
 from jobs.core.errors import KnobError, UserError
-from jobs.core.presets import Approach, Preset, Scalar
+from jobs.core.presets import PROTECTED_WHY, Approach, Preset, Scalar, is_protected_knob
 from jobs.settings import is_secret_name
 
 
@@ -262,6 +262,8 @@ def _known_knobs(preset: Preset) -> set[str]:
 def _check_overrides(preset: Preset, overrides: dict[str, Scalar]) -> None:
     known = _known_knobs(preset)
     for knob in overrides:
+        if is_protected_knob(knob):  # whatever the preset says (presets.PROTECTED_ARGS)
+            raise KnobError(f"knob {knob!r} is never overridable: {PROTECTED_WHY}")
         if knob in preset.overridable:
             continue
         allowed = ", ".join(preset.overridable) or "none"

@@ -2,11 +2,16 @@
 
 Loading validates every key; an error names the file, the key and, where YAML tells it, the line.
 Resolution (extends, declares, `--set`) lives in `plans.py`.
+
+Chat chooses a preset by name only (`find_named_preset`): a path is the operator's, on the
+command line. No preset may let `--set` choose the model, a file or the code the server runs
+(`is_protected_knob`).
 """
 
 from __future__ import annotations
 
 import difflib
+import re
 from pathlib import Path
 from typing import Any, Literal
 
@@ -90,24 +95,50 @@ def preset_names() -> list[str]:
 
 
 def find_preset(name_or_path: str) -> Path:
-    """A preset name (from `config/presets`) or a path to a YAML file."""
+    """A preset name (from `config/presets`) or a path to a YAML file (the CLI's)."""
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml") or "/" in name_or_path:
         if not candidate.is_file():
             raise PresetError(f"no preset file {name_or_path}")
         return candidate
-    path = presets_dir() / f"{name_or_path}.yaml"
+    return _named(name_or_path)
+
+
+NAMES_ONLY = (
+    "a preset is chosen by name from chat (see `presets`); "
+    "a preset file runs only from the command line: specbench run FILE"
+)
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*")
+
+
+def is_preset_name(word: str) -> bool:
+    """A bare name: no folder, no `..`, no .yaml/.yml suffix, nothing a path could be."""
+    return bool(_NAME.fullmatch(word)) and not word.lower().endswith((".yaml", ".yml"))
+
+
+def find_named_preset(name: str) -> Path:
+    """A preset of the config dir's presets folder, by name only (what chat may choose).
+
+    Anything path-like is refused with one message that never says whether a file exists."""
+    if not is_preset_name(name):
+        raise PresetError(NAMES_ONLY)
+    return _named(name)
+
+
+def _named(name: str) -> Path:
+    path = presets_dir() / f"{name}.yaml"
     if path.is_file():
         return path
     known = preset_names()
-    hint = difflib.get_close_matches(name_or_path, known, n=1)
+    hint = difflib.get_close_matches(name, known, n=1)
     suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
     listing = ", ".join(known) or "none"
-    raise PresetError(f"unknown preset {name_or_path!r}{suggestion}; known presets: {listing}")
+    raise PresetError(f"unknown preset {name!r}{suggestion}; known presets: {listing}")
 
 
-def load_preset(name_or_path: str) -> Preset:
-    path = find_preset(name_or_path)
+def load_preset(name_or_path: str, *, names_only: bool = False) -> Preset:
+    """A preset by name or path; with `names_only` (chat) by name alone."""
+    path = find_named_preset(name_or_path) if names_only else find_preset(name_or_path)
     return parse_preset(path.read_text(encoding="utf-8"), source=str(path), stem=path.stem)
 
 
@@ -137,7 +168,17 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
             f"{source}{line}: key 'name' is {preset.name!r} but must equal the file's stem {stem!r}"
         )
     _check_approaches(preset, node=node, source=source)
+    _check_overridable(preset, node=node, source=source)
     return preset
+
+
+def _check_overridable(preset: Preset, *, node: yaml.Node | None, source: str) -> None:
+    for knob in preset.overridable:
+        if is_protected_knob(knob):
+            raise PresetError(
+                f"{source}{_line_of(node, ('overridable',))}: overridable lists {knob!r}, "
+                f"which is never overridable: {PROTECTED_WHY}"
+            )
 
 
 def _check_approaches(preset: Preset, *, node: yaml.Node | None, source: str) -> None:
@@ -217,3 +258,62 @@ def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> str:
     if found is None:
         return ""
     return f":{found.start_mark.line + 1}"
+
+
+# --------------------------------------------------------------------------- protected knobs
+
+PROTECTED_WHY = "it chooses the model, a file or the code the server runs"
+
+PROTECTED_ARGS = frozenset({
+    "model-path", "model", "tokenizer-path", "tokenizer", "revision", "config",
+    "trust-remote-code", "load-format", "model-impl", "model-loader-extra-config",
+    "custom-weight-loader", "json-model-override-args", "model-config-parser",
+    "speculative-draft-model-path", "speculative-draft-model", "speculative-draft-model-revision",
+    "speculative-draft-load-format", "enable-lora", "lora-paths",
+    "enable-custom-logit-processor", "chat-template", "completion-template",
+    "hf-chat-template-name",
+})
+"""Server args `--set` never changes, even when a preset lists them in `overridable`.
+
+A chat user may tune how a server runs (memory, CUDA graphs, kernels, dtype: the numbers
+under test), never what it runs: which weights, tokenizer or draft model are loaded, from
+where, with whose Python (`trust-remote-code` executes the model repo's code; custom loaders,
+logit processors and templates are code or files too). Besides these names, any arg ending in
+one of `_PROTECTED_ARG_SUFFIXES` names a file, a folder, a URL or a loader; any starting with
+`_PROTECTED_ARG_PREFIXES` fetches weights or trusts remote input; and a shortening of a
+protected name (argparse accepts `--trust-remote`) is protected too.
+"""
+
+_PROTECTED_ARG_SUFFIXES = (
+    "-path", "-paths", "-dir", "file", "-config", "-loader", "-url", "-urls", "-template",
+    "-revision",
+)
+_PROTECTED_ARG_PREFIXES = ("remote-", "trust-")
+
+PROTECTED_ENV = frozenset({"PATH", "ENV", "BASH_ENV", "HF_ENDPOINT", "CUDA_HOME"})
+"""Environment variables `--set` never changes: they pick the interpreter, the libraries and
+modules loaded into the server (PYTHONPATH with a sitecustomize.py runs code at start-up), or
+where models and compiled kernels come from. With these names, any name starting with one of
+`_PROTECTED_ENV_PREFIXES` or ending with one of `_PROTECTED_ENV_SUFFIXES` (NCCL_NET_PLUGIN,
+HF_HOME, TRITON_CACHE_DIR, TORCH_EXTENSIONS_DIR...)."""
+
+_PROTECTED_ENV_PREFIXES = ("PYTHON", "LD_", "DYLD_")
+_PROTECTED_ENV_SUFFIXES = ("PATH", "_HOME", "_DIR", "_CACHE", "_PLUGIN", "_FILE", "_MODULES")
+
+
+def is_protected_knob(knob: str) -> bool:
+    """True for a knob that may choose the model, a file or the code run (never overridable).
+
+    Checked both as a server arg and as an environment variable, since `--set` applies an
+    upper-case knob to the environment."""
+    arg = knob.strip().lstrip("-").replace("_", "-").lower()
+    env = knob.strip().upper()
+    return (
+        arg in PROTECTED_ARGS
+        or arg.endswith(_PROTECTED_ARG_SUFFIXES)
+        or arg.startswith(_PROTECTED_ARG_PREFIXES)
+        or (len(arg) >= 3 and any(name.startswith(arg) for name in PROTECTED_ARGS))
+        or env in PROTECTED_ENV
+        or env.startswith(_PROTECTED_ENV_PREFIXES)
+        or env.endswith(_PROTECTED_ENV_SUFFIXES)
+    )
