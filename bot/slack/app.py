@@ -2,8 +2,10 @@
 
 Every handler acks first, then hands the work to a background task: the router answers, a run
 opens its thread (bot.thread). The Web API client is bot.slack.client's: on SLACK_API_URL, it
-waits out rate limits. A retried delivery starts nothing: the request's idempotency key reaches
-`Dispatcher.submit`, and a key already seen by this process is dropped at once.
+waits out rate limits. A retried or replayed delivery does nothing twice: a key already seen by
+this process (a command's trigger_id, an event's event_id) is dropped at once, whether or not
+Slack's retry headers say so, so that a `digest` or any other answer is posted once; a `run`'s
+key also reaches `Dispatcher.submit`, whose store keeps it across restarts.
 
 In distributed mode the threads read events through the Redis consumer group
 (bot.thread.durable_feed), so a restarted bot resumes where its predecessor stopped. The process
@@ -54,6 +56,12 @@ def retry_num(request: AsyncBoltRequest) -> int:
         return 0
 
 
+def is_redelivery(request: AsyncBoltRequest, unique_id: Any) -> bool:
+    """Whether a delivery whose key was seen is dropped: always when the key holds Slack's
+    unique ID of the request (a trigger_id, an event_id), else when Slack says it retries."""
+    return bool(unique_id) or retry_num(request) > 0
+
+
 class SpecbenchBot:
     """The Bolt app, the router and the threads of one bot process."""
 
@@ -63,6 +71,7 @@ class SpecbenchBot:
         engine_for: Callable[[str], Engine] | None = None, feed: Feed | None = None,
     ) -> None:
         self.dispatcher = dispatcher
+        self.signing_secret = signing_secret
         self.client = make_client(token, api_url=api_url)
         # Listeners only ack and spawn a task, so running them inline answers Slack fastest
         # (Bolt's other mode polls for the ack every 10 ms).
@@ -89,7 +98,7 @@ class SpecbenchBot:
                                   body.get("text"), body.get("trigger_id"))
             self.spawn(self.handle(line=body.get("text", ""), user=body["user_id"],
                                    channel=body["channel_id"], key=key,
-                                   retried=retry_num(request) > 0))
+                                   retried=is_redelivery(request, body.get("trigger_id"))))
 
         @app.event("app_mention")
         async def on_mention(ack: Any, body: dict[str, Any], request: AsyncBoltRequest) -> None:
@@ -98,7 +107,7 @@ class SpecbenchBot:
             line = " ".join(w for w in event.get("text", "").split() if not w.startswith("<@"))
             self.spawn(self.handle(line=line, user=event["user"], channel=event["channel"],
                                    key=idempotency_key(body.get("event_id")),
-                                   retried=retry_num(request) > 0))
+                                   retried=is_redelivery(request, body.get("event_id"))))
 
         @app.action("specbench_cancel")
         async def on_cancel(ack: Any, body: dict[str, Any]) -> None:
@@ -130,7 +139,9 @@ class SpecbenchBot:
         self, *, line: str, user: str, channel: str, key: str | None, retried: bool = False,
         thread_ts: str | None = None, button: bool = False,
     ) -> None:
-        """Route one line and answer it; a run opens its thread."""
+        """Route one line and answer it; a run opens its thread. `retried`: a delivery whose
+        `key` this process has seen is a retry or a replay (the key holds a unique ID, or Slack's
+        retry header said so), and is dropped."""
         if key is not None:
             if key in self._seen and retried:
                 return

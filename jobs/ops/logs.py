@@ -1,7 +1,8 @@
 """Logging for specbench's long-running processes: JSON lines when asked, plain text otherwise.
 
 `configure_logging()` picks the format from `SPECBENCH_LOG_FORMAT` (`json` or `text`; text when
-unset) and installs one stderr handler on the root logger. Whatever the format, every line goes
+unset) and installs one stderr handler on the root logger; other libraries' loggers are kept at
+WARNING, and a message longer than MAX_MESSAGE_CHARS is cut. Whatever the format, every line goes
 through `jobs.settings.redact` with the secrets of the environment at that call (SPEC.md: env
 values whose name contains TOKEN, KEY, SECRET or PASSWORD read `***`) and loses the password of
 any URL it quotes, tracebacks included.
@@ -23,8 +24,15 @@ from jobs import __version__, settings
 
 FORMAT_VARIABLE = "SPECBENCH_LOG_FORMAT"
 _PLAIN = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-# Loggers whose INFO lines are noise at every start (Alembic lists its plugins).
-_CHATTY = ("alembic.runtime.plugins",)
+# Libraries log at WARNING and up: their INFO lines are noise at best and, at worst, quote what
+# they were sent (Bolt's invalid-signature line holds the whole request body). Ours stay INFO.
+THIRD_PARTY = ("slack_bolt", "slack_sdk", "urllib3", "httpx", "httpcore", "aiohttp", "asyncio",
+               "celery", "kombu", "amqp", "redis", "sqlalchemy", "alembic", "uvicorn",
+               "websockets", "matplotlib", "PIL", "filelock", "transformers", "torch")
+# ...but for the one line a worker's operator (and its tests) wait for: "celery@host ready.".
+_KEPT_AT_INFO = ("celery.apps.worker",)
+# A logged message (not its traceback) is cut there: nothing a caller passes floods the log.
+MAX_MESSAGE_CHARS = 4096
 # Attributes every LogRecord has; anything else on a record came from `extra=` and is logged.
 _STANDARD_ATTRS = frozenset(
     vars(logging.LogRecord("", logging.INFO, "", 0, "", None, None))
@@ -51,6 +59,13 @@ def _scrub_value(value: Any, secrets: Sequence[str], *, name: str = "") -> Any:
     return scrub(str(value), secrets=secrets)
 
 
+def _bounded(message: str) -> str:
+    if len(message) <= MAX_MESSAGE_CHARS:
+        return message
+    cut = len(message) - MAX_MESSAGE_CHARS
+    return f"{message[:MAX_MESSAGE_CHARS]}... ({cut} more characters not logged)"
+
+
 class JsonFormatter(logging.Formatter):
     """One JSON object a line: ts, level, logger, message, any `extra=` fields, exc."""
 
@@ -65,7 +80,7 @@ class JsonFormatter(logging.Formatter):
             ).replace("+00:00", "Z"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": _bounded(record.getMessage()),
         }
         for key, value in vars(record).items():
             if key not in _STANDARD_ATTRS and not key.startswith("_") and key not in payload:
@@ -84,6 +99,10 @@ class PlainFormatter(logging.Formatter):
     def __init__(self, *, secrets: Sequence[str]) -> None:
         super().__init__(_PLAIN)
         self._secrets = secrets
+
+    def formatMessage(self, record: logging.LogRecord) -> str:  # noqa: N802 - logging's name
+        record.message = _bounded(record.message)
+        return super().formatMessage(record)
 
     def format(self, record: logging.LogRecord) -> str:
         return scrub(super().format(record), secrets=self._secrets)
@@ -116,8 +135,11 @@ def configure_logging(
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level)
-    for name in _CHATTY:
-        logging.getLogger(name).setLevel(logging.WARNING)
+    floor = max(logging.WARNING, root.level)
+    for name in THIRD_PARTY:
+        logging.getLogger(name).setLevel(floor)
+    for name in _KEPT_AT_INFO:
+        logging.getLogger(name).setLevel(root.level)
     return handler
 
 
