@@ -1,8 +1,9 @@
 """The chat line parser shared by Slack and the console: a line in, reply data out.
 
-`Router.handle` splits `[/specbench] COMMAND ...`, calls the command (`jobs.commands`) and
-renders its data with the shared views; it never sends anything itself. A `run` or `retry`
-reply names the batch it started: the surface then opens the batch's thread (bot.thread).
+`Router.handle` splits `[/specbench] COMMAND ...`, checks the allow-lists (every command but
+`help`: `Access.refusal`), calls the command (`jobs.commands`) and renders its data with the
+shared views; it never sends anything itself. A `run` or `retry` reply names the batch it
+started: the surface then opens the batch's thread (bot.thread).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ class Router:
         ctx = Context(store=self.dispatcher.store, caller=caller, access=self.access,
                       make_dispatcher=lambda: self.dispatcher, engine_for=self.engine_for)
         try:
-            if command in ("run", "retry") and (refusal := self.access.refusal(caller)):
+            if refusal := self.access.refusal(caller, command):
                 return _error(f"refused: {refusal}")
             handler: Callable[[list[str], Context, str | None], Reply] = _HANDLERS[command]
             return handler(args, ctx, idempotency_key)

@@ -25,9 +25,21 @@ class Caller:
     surface: str = "slack"
 
 
+OPEN_COMMANDS = ("help",)
+"""What Slack answers anyone, anywhere, allow-lists or not."""
+
+LAUNCH_COMMANDS = ("run", "retry")
+"""What starts processes on a GPU host: only users on the user list (admins read and cancel)."""
+
+
 @dataclass(frozen=True)
 class Access:
-    """SPEC.md's allow-lists; empty means everyone, every channel. They bind Slack alone."""
+    """SPEC.md's allow-lists; empty means everyone, every channel. They bind Slack alone.
+
+    Set, they bind every command but `help` (README "Access"): a user off the user list (or, but
+    for launching, off the admins) gets the same refusal for all of them, and no one is answered
+    in a channel off the channel list, since reports and history name hosts, models and who ran
+    what."""
 
     users: frozenset[str] = frozenset()
     channels: frozenset[str] = frozenset()
@@ -41,14 +53,15 @@ class Access:
             admins=settings.id_list("SPECBENCH_ADMINS"),
         )
 
-    def refusal(self, caller: Caller) -> str | None:
-        """Why this caller may not launch a batch here, or None."""
-        if caller.surface != "slack":
+    def refusal(self, caller: Caller, command: str = "run") -> str | None:
+        """Why this caller may not use `command` here, or None."""
+        if caller.surface != "slack" or command in OPEN_COMMANDS:
             return None
-        if self.users and caller.user not in self.users:
+        allowed = self.users if command in LAUNCH_COMMANDS else self.users | self.admins
+        if self.users and caller.user not in allowed:
             return f"user {caller.user} is not on SPECBENCH_ALLOWED_USERS"
         if self.channels and caller.channel not in self.channels:
-            return "batches cannot be launched from this channel (SPECBENCH_ALLOWED_CHANNELS)"
+            return "specbench does not answer in this channel (SPECBENCH_ALLOWED_CHANNELS)"
         return None
 
     def may_cancel(self, caller: Caller, row: BatchRow) -> bool:

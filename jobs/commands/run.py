@@ -16,6 +16,11 @@ from jobs.core.errors import UserError
 from jobs.core.plans import BatchPlan, parse_sets
 from jobs.core.presets import find_named_preset
 
+MAX_REPS = 20
+"""The most repetitions a batch may ask for with `--reps`, on every surface: each one is a full
+benchmark pass of every configuration, so a typo (`--reps 300`) would hold a GPU host for days.
+A preset may set more in its own `reps`."""
+
 PATH_SURFACES = ("cli",)
 """The surfaces where PRESET may be a path to a YAML file: the operator's own command line."""
 
@@ -77,3 +82,5 @@ def check_flags_if_here(ctx: Context, planned: BatchPlan) -> None:
 def check_reps(reps: int | None) -> None:
     if reps is not None and reps < 1:
         raise UserError(f"--reps must be at least 1, got {reps}")
+    if reps is not None and reps > MAX_REPS:
+        raise UserError(f"--reps must be at most {MAX_REPS}, got {reps}")
