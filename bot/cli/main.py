@@ -7,7 +7,6 @@ Slack.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import sys
 import traceback
@@ -98,8 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"specbench {args.command}: interrupted", file=sys.stderr)
         return 1
     except Exception:  # noqa: BLE001 - the last line of defence: log it, give an ID
+        # The traceback goes to errors.log alone, masked: never to a logger, whose lastResort
+        # handler would print it raw on stderr when nothing configured logging.
         incident = uuid.uuid4().hex[:8]
-        logging.getLogger("specbench").error("incident %s\n%s", incident, traceback.format_exc())
         _log_incident(incident)
         print(
             f"specbench {args.command}: internal error, sorry (incident {incident}; "
@@ -110,16 +110,18 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _log_incident(incident: str) -> None:
+    """The current exception's traceback in the data dir's logs/errors.log, secrets masked
+    (SPEC.md: env values with TOKEN, KEY, SECRET or PASSWORD in the name, URL passwords)."""
     from jobs import settings
 
     try:
         folder = settings.data_dir() / "logs"
         folder.mkdir(parents=True, exist_ok=True)
+        secrets = settings.secret_values(os.environ)
+        shown = settings.redact_urls(settings.redact(traceback.format_exc(), secrets=secrets))
         with open(folder / "errors.log", "a", encoding="utf-8") as handle:
-            secrets = settings.secret_values(os.environ)
-            shown = settings.redact(traceback.format_exc(), secrets=secrets)
             handle.write(f"--- incident {incident}\n{shown}\n")
-    except OSError:
+    except Exception:  # noqa: BLE001 - nowhere to write it: the one line on stderr still goes
         pass
 
 

@@ -1,0 +1,71 @@
+"""The CLI's last line of defence: an internal error is one line on stderr with an incident ID;
+its traceback goes to the data dir's logs/errors.log alone, masked (issue 10, item 8)."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bot.cli import commands
+from bot.cli.main import main
+from jobs import settings
+from tests.conftest import REPO
+
+SECRET = "sk-incident-secret-4242"
+URL = "redis://:hunter2-password@cache.internal:6379/0"
+
+# `specbench status` with cmd_status replaced by one that fails with the secret in its message.
+_RAISE = f"""
+import sys
+from bot.cli import commands
+def boom(args):
+    raise RuntimeError("could not talk to {URL} with " + {SECRET!r})
+commands.cmd_status = boom
+from bot.cli.main import main
+sys.exit(main(["status"]))
+"""
+
+
+def _check(stderr: str, *, data_dir: Path) -> None:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    assert re.fullmatch(r"specbench status: internal error, sorry \(incident [0-9a-f]{8}; .*\)",
+                        lines[0]), lines[0]
+    assert "Traceback" not in stderr and SECRET not in stderr and "hunter2" not in stderr
+    incident = re.search(r"incident ([0-9a-f]{8})", lines[0]).group(1)  # type: ignore[union-attr]
+    log = (data_dir / "logs" / "errors.log").read_text(encoding="utf-8")
+    assert f"--- incident {incident}" in log
+    assert "Traceback (most recent call last)" in log and "RuntimeError: could not talk" in log
+    assert SECRET not in log and "hunter2" not in log
+    assert "with ***" in log and "redis://:***@cache.internal" in log
+
+
+def test_an_internal_error_is_one_line_and_a_masked_log(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MY_API_KEY", SECRET)
+
+    def boom(args: object) -> int:
+        raise RuntimeError(f"could not talk to {URL} with {SECRET}")
+
+    monkeypatch.setattr(commands, "cmd_status", boom)
+    assert main(["status"]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    _check(captured.err, data_dir=settings.data_dir())
+
+
+def test_a_real_process_prints_no_traceback(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    env = {**os.environ, "PYTHONPATH": str(REPO), "MY_API_KEY": SECRET,
+           "SPECBENCH_DATA_DIR": str(data)}
+    done = subprocess.run([sys.executable, "-c", _RAISE], cwd=REPO, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    _check(done.stderr, data_dir=data)
