@@ -5,7 +5,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
-EXTRAS := local,postgres,distributed,slack,charts,dev
+EXTRAS := local,postgres,distributed,slack,charts,search,dev
 STAMP  := $(VENV)/.installed
 
 .PHONY: install demo test lint bench services clean

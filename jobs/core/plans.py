@@ -17,6 +17,15 @@ import yaml
 
 from jobs.core.errors import KnobError, UserError
 from jobs.core.presets import PROTECTED_WHY, Approach, Preset, Scalar, is_protected_knob
+from jobs.core.sweeps import (
+    ENV_KNOB,
+    Sweep,
+    SweepPlan,
+    SweepPoint,
+    grid_points,
+    point_name,
+    to_sweep_plan,
+)
 from jobs.settings import is_secret_name
 
 
@@ -50,6 +59,9 @@ class BatchPlan:
     configs: tuple[RunConfig, ...]
     overrides: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    sweep: SweepPlan | None = None
+    points: tuple[RunConfig, ...] = ()  # the sweep's points, in grid order (SweepPlan.points)
+    confirms: str | None = None  # a confirmation batch: the sweep batch whose winner it re-runs
 
     @property
     def baseline(self) -> RunConfig:
@@ -60,7 +72,7 @@ class BatchPlan:
         return self.configs[1:]
 
     def config(self, approach: str) -> RunConfig:
-        for config in self.configs:
+        for config in (*self.configs, *self.points):
             if config.approach == approach:
                 return config
         raise UserError(f"batch of {self.preset!r} has no approach {approach!r}")
@@ -74,6 +86,9 @@ def to_plan(data: dict[str, Any]) -> BatchPlan:
     fields = dict(data)
     fields["configs"] = tuple(RunConfig(**c) for c in fields["configs"])
     fields["warnings"] = tuple(fields.get("warnings", ()))
+    fields["points"] = tuple(RunConfig(**c) for c in fields.get("points", ()))
+    if fields.get("sweep") is not None:
+        fields["sweep"] = to_sweep_plan(fields["sweep"])
     return BatchPlan(**fields)
 
 
@@ -136,6 +151,8 @@ def resolve(
                 hypothesis=approach.hypothesis, change=change, server_args=args, env=env,
             )
         )
+    sweep, points = (None, ()) if preset.sweep is None else _resolve_sweep(
+        preset.sweep, configs, overrides=overrides)
     return BatchPlan(
         preset=preset.name, engine=preset.engine,
         queue=queue or preset.queue or default_queue,
@@ -144,7 +161,60 @@ def resolve(
         startup_s=preset.timeouts.startup_s, bench_s=preset.timeouts.bench_s,
         bench=dict(preset.bench), configs=tuple(configs),
         overrides=dict(overrides), warnings=confound_warnings(configs),
+        sweep=sweep, points=points,
     )
+
+
+def _resolve_sweep(
+    spec: Sweep, configs: Sequence[RunConfig], *, overrides: dict[str, Scalar]
+) -> tuple[SweepPlan, tuple[RunConfig, ...]]:
+    """Every point of the grid as a configuration: its parent's (the baseline's or the
+    extended approach's) with the point's values, the grid's knobs declared as its change."""
+    for knob in overrides:
+        if knob in spec.grid:
+            raise KnobError(f"knob {knob!r} is swept by {spec.name!r}: it cannot be --set")
+    base = configs[0]
+    parent = next(c for c in configs if c.approach == (spec.extends or "baseline"))
+    index_of = {k: {show: i for i, show in enumerate(map(repr, v))} for k, v in spec.grid.items()}
+    points: list[RunConfig] = []
+    sweep_points: list[SweepPoint] = []
+    same: str | None = None
+    for values in grid_points(spec):
+        name = point_name(spec.name, values)
+        flags = {k: v for k, v in values.items() if not ENV_KNOB.match(k)}
+        envs = {k: v for k, v in values.items() if ENV_KNOB.match(k)}
+        args = _merge(parent.server_args, flags)
+        env = dict(parent.env)
+        for knob, value in envs.items():
+            if value is None:
+                env.pop(knob, None)
+            else:
+                env[knob] = str(value)
+        change = {
+            "server_args": {**parent.change["server_args"], **{k: args.get(k) for k in flags}},
+            "env": {**parent.change["env"], **{k: env[k] for k in envs if k in env}},
+        }
+        shown = ", ".join(f"{k}={v}" for k, v in values.items())
+        config = RunConfig(
+            approach=name, role="approach", parent=spec.extends,
+            hypothesis=f"{shown} (sweep {spec.name})", change=change, server_args=args, env=env,
+        )
+        if spec.extends is None and same is None and not confounds(
+            server_args=args, env=env, change={"server_args": {}, "env": {}},
+            base_args=base.server_args, base_env=base.env,
+        ):
+            same = name
+        points.append(config)
+        sweep_points.append(SweepPoint(
+            approach=name, values=dict(values),
+            index=tuple(index_of[k][repr(v)] for k, v in values.items()),
+        ))
+    plan = SweepPlan(
+        name=spec.name, extends=spec.extends, grid={k: list(v) for k, v in spec.grid.items()},
+        search=spec.search, budget=spec.budget, confirm_reps=spec.confirm_reps,
+        points=tuple(sweep_points), same_as_baseline=same,
+    )
+    return plan, tuple(points)
 
 
 def confound_warnings(configs: Sequence[RunConfig]) -> tuple[str, ...]:
@@ -162,9 +232,12 @@ def confound_warnings(configs: Sequence[RunConfig]) -> tuple[str, ...]:
 
 
 def only(plan: BatchPlan, approaches: Sequence[str]) -> BatchPlan:
-    """The plan cut to its baseline and the named approaches (a retry), warnings recomputed."""
-    kept = tuple(c for c in plan.configs if c.role == "baseline" or c.approach in approaches)
-    return dataclasses.replace(plan, configs=kept, warnings=confound_warnings(kept))
+    """The plan cut to its baseline and the named approaches (a retry), warnings recomputed.
+    A sweep's points named are kept as plain approaches; the sweep itself is not."""
+    kept = tuple(c for c in (*plan.configs, *plan.points)
+                 if c.role == "baseline" or c.approach in approaches)
+    return dataclasses.replace(plan, configs=kept, warnings=confound_warnings(kept),
+                               sweep=None, points=())
 
 
 def confounds(
@@ -256,6 +329,8 @@ def _known_knobs(preset: Preset) -> set[str]:
     knobs = set(preset.baseline.server_args) | set(preset.overridable) | _env_knobs(preset)
     for approach in preset.approaches:
         knobs.update(approach.server_args)
+    if preset.sweep is not None:
+        knobs.update(preset.sweep.grid)
     return knobs
 
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from jobs import settings
 from jobs.core.errors import PresetError
+from jobs.core.sweeps import Sweep, sweep_problems
 
 Scalar = str | int | float | bool | None
 
@@ -67,7 +68,8 @@ class Preset(_Frozen):
     bench: dict[str, Scalar] = Field(default_factory=dict)
     overridable: tuple[str, ...] = ()
     baseline: Config
-    approaches: tuple[Approach, ...] = Field(min_length=1)
+    approaches: tuple[Approach, ...] = ()  # none at all only when the preset has a sweep
+    sweep: Sweep | None = None
     source: str = Field(default="", exclude=True)
 
     def approach(self, name: str) -> Approach:
@@ -169,7 +171,20 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
         )
     _check_approaches(preset, node=node, source=source)
     _check_overridable(preset, node=node, source=source)
+    _check_sweep(preset, node=node, source=source)
     return preset
+
+
+def _check_sweep(preset: Preset, *, node: yaml.Node | None, source: str) -> None:
+    if preset.sweep is None:
+        if not preset.approaches:
+            raise PresetError(f"{source}{_line_of(node, ('approaches',))}: key 'approaches': "
+                              "a preset needs at least one approach, or a sweep")
+        return
+    problems = sweep_problems(preset.sweep, [a.name for a in preset.approaches])
+    if problems:
+        loc, message = problems[0]
+        raise PresetError(f"{source}{_line_of(node, loc)}: {message}")
 
 
 def _check_overridable(preset: Preset, *, node: yaml.Node | None, source: str) -> None:

@@ -1,0 +1,194 @@
+"""Sweeps (SPEC.md "Sweeps and search"): a grid of knob values searched on top of the baseline or
+of one approach, each point an approach named `NAME@K=V,K=V`.
+
+`Sweep` is the preset's `sweep` key as written; `sweep_problems` lists what is wrong with one
+(each with the key it concerns, for a one-line error). `SweepPlan` is the resolved sweep a worker
+runs: every point's configuration, in grid order, and which one is the baseline itself (it is not
+run twice). `sweep_section` is the report's `sweep` key. The search itself (which point next)
+lives in `jobs.search`; this module is pure.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field
+
+Scalar = str | int | float | bool | None
+
+ENV_KNOB = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+FLAG_KNOB = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+
+
+class Sweep(BaseModel):
+    """The preset's `sweep` key."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    extends: str | None = None
+    grid: dict[str, tuple[Scalar, ...]]
+    search: Literal["grid", "adaptive"] = "grid"
+    budget: int | None = Field(default=None, ge=1)
+    confirm_reps: int = Field(default=3, ge=1)
+
+    @property
+    def size(self) -> int:
+        return math.prod(len(values) for values in self.grid.values())
+
+
+def sweep_problems(sweep: Sweep, approaches: Sequence[str]) -> list[tuple[tuple[Any, ...], str]]:
+    """(key path under the preset, message) for everything wrong with `sweep`."""
+    out: list[tuple[tuple[Any, ...], str]] = []
+    if not sweep.grid:
+        out.append((("sweep", "grid"), "sweep.grid is empty: name at least one knob"))
+    for knob, values in sweep.grid.items():
+        where = ("sweep", "grid", knob)
+        if not (ENV_KNOB.match(knob) or FLAG_KNOB.match(knob)):
+            out.append((where, f"sweep.grid knob {knob!r} is neither a server flag "
+                               "(lower-case-with-dashes) nor an env variable (UPPER_CASE)"))
+        if not values:
+            out.append((where, f"sweep.grid.{knob} has no values"))
+        for value in values:
+            if isinstance(value, dict | list):
+                out.append((where, f"sweep.grid.{knob}: values must be scalars"))
+        shown = [show_value(v) for v in values]
+        repeated = sorted({v for v in shown if shown.count(v) > 1})
+        if repeated:
+            out.append((where, f"sweep.grid.{knob} repeats {', '.join(repeated)}"))
+    if sweep.extends is not None and sweep.extends not in approaches:
+        listing = ", ".join(approaches) or "none"
+        out.append((("sweep", "extends"),
+                    f"sweep.extends names no approach {sweep.extends!r}; approaches: {listing}"))
+    if sweep.name in approaches or sweep.name == "baseline":
+        out.append((("sweep", "name"), f"sweep.name {sweep.name!r} is an approach's name"))
+    if sweep.search == "adaptive" and sweep.budget is None:
+        out.append((("sweep", "search"), "sweep.search adaptive needs a budget (servers)"))
+    if sweep.search == "grid" and sweep.budget is not None:
+        out.append((("sweep", "budget"),
+                    "sweep.budget applies to search: adaptive (a grid runs every point)"))
+    if sweep.budget is not None and sweep.grid and sweep.budget > sweep.size:
+        out.append((("sweep", "budget"),
+                    f"sweep.budget {sweep.budget} is larger than the grid ({sweep.size} points)"))
+    return out
+
+
+def show_value(value: Scalar) -> str:
+    """A value as a YAML scalar: 0.85, 128, true, null, fa3."""
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True)
+    return text.removesuffix("\n").removesuffix("\n...").strip()
+
+
+def point_name(name: str, point: Mapping[str, Scalar]) -> str:
+    """`NAME@K=V,K=V`, the knobs in the grid's order."""
+    return f"{name}@" + ",".join(f"{k}={show_value(v)}" for k, v in point.items())
+
+
+def grid_points(sweep: Sweep) -> list[dict[str, Scalar]]:
+    """Every point of the grid, the last knob varying fastest."""
+    knobs = list(sweep.grid)
+    return [dict(zip(knobs, combo, strict=True))
+            for combo in itertools.product(*(sweep.grid[k] for k in knobs))]
+
+
+@dataclass(frozen=True)
+class SweepPoint:
+    """One point: its approach name, its knob values and their indices in the grid."""
+
+    approach: str
+    values: dict[str, Any]
+    index: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    """A resolved sweep: plain data, JSON-safe. The points' configurations live in the plan's
+    `points` (jobs.core.plans), in grid order."""
+
+    name: str
+    extends: str | None
+    grid: dict[str, list[Any]]
+    search: str
+    budget: int | None
+    confirm_reps: int
+    points: tuple[SweepPoint, ...] = ()
+    same_as_baseline: str | None = None  # the point that is the baseline itself: not run
+    seed: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def max_servers(self) -> int:
+        """The most points that get a server."""
+        runnable = len(self.points) - (1 if self.same_as_baseline else 0)
+        return min(self.budget, runnable) if self.budget is not None else runnable
+
+    def point(self, approach: str) -> SweepPoint:
+        for point in self.points:
+            if point.approach == approach:
+                return point
+        raise KeyError(approach)
+
+
+def to_sweep_plan(data: Mapping[str, Any]) -> SweepPlan:
+    fields = dict(data)
+    fields["points"] = tuple(
+        SweepPoint(approach=p["approach"], values=dict(p["values"]), index=tuple(p["index"]))
+        for p in fields.get("points", ())
+    )
+    return SweepPlan(**fields)
+
+
+def is_better(value: float, than: float, *, lower_is_better: bool) -> bool:
+    return value < than if lower_is_better else value > than
+
+
+def best_point(
+    measured: Mapping[str, float | None], *, lower_is_better: bool
+) -> tuple[str, float] | None:
+    """The best measured point (name, value); ties go to the first measured."""
+    best: tuple[str, float] | None = None
+    for name, value in measured.items():
+        if value is None or not math.isfinite(value):
+            continue
+        if best is None or is_better(value, best[1], lower_is_better=lower_is_better):
+            best = (name, value)
+    return best
+
+
+def delta_pct(value: float | None, base: float | None) -> float | None:
+    if value is None or base is None or base == 0:
+        return None
+    return round((value - base) / base * 100.0, 2)
+
+
+def sweep_section(
+    sweep: SweepPlan,
+    measured: Mapping[str, float | None],
+    *,
+    base_value: float | None,
+    lower_is_better: bool,
+    confirmation: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The report's `sweep` key (SPEC.md): the grid's size, what was measured, the best point
+    and the confirmation's verdict. The baseline-equal point counts as measured: by the
+    baseline."""
+    values = dict(measured)
+    if sweep.same_as_baseline is not None:
+        values[sweep.same_as_baseline] = base_value
+    best = best_point(values, lower_is_better=lower_is_better)
+    return {
+        "name": sweep.name,
+        "search": sweep.search,
+        "points": len(sweep.points),
+        "measured": len([n for n in values if n in {p.approach for p in sweep.points}]),
+        "best": None if best is None else {
+            "approach": best[0], "value": best[1], "delta_pct": delta_pct(best[1], base_value),
+        },
+        "confirmation": dict(confirmation) if confirmation is not None else None,
+    }
