@@ -3,23 +3,26 @@ bot.slack.digest: nothing here talks to Slack).
 
 A task takes an ID, loads the rest from the store and calls one core function. `run_batch` runs
 a batch only while it holds the batch's store lease (renewed by a heartbeat thread), so that a
-duplicate or re-sent message, however late, never runs a batch twice at once.
+duplicate or re-sent message, however late, never runs a batch twice at once. A lease whose
+owner was a worker of this host that is now dead is taken at once (`jobs.broker.worker`'s
+`is_dead_here`), and the store waits out a database blip (`PatientStore`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
-import uuid
 
 from celery import shared_task
 
+from jobs import settings
 from jobs.batches.execution import execute_batch
 from jobs.broker.celery_app import RUN_BATCH
-from jobs.broker.worker import Runtime, registry_dir, runtime
+from jobs.broker.worker import Runtime, is_dead_here, lease_owner, registry_dir, runtime
 from jobs.core.events import make_event
 from jobs.engines import procs
-from jobs.store import TERMINAL_STATES, Store
+from jobs.store import TERMINAL_STATES, BatchRow, Store
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +76,8 @@ def run_leased(rt: Runtime, batch_id: str) -> str:
         return "unknown"
     if row.state in TERMINAL_STATES:
         return "ended"
-    owner = f"{rt.worker_id}:{uuid.uuid4().hex[:8]}"
-    if not rt.store.try_acquire_lease(batch_id, owner, rt.ttl):
+    owner = lease_owner()
+    if not _take_lease(rt, row, owner):
         return "leased"
     rt.set_busy(True)
     try:
@@ -89,13 +92,38 @@ def run_leased(rt: Runtime, batch_id: str) -> str:
                 return "lost"
             except Exception as exc:  # noqa: BLE001 - a batch's bug must not kill the worker
                 log.exception("batch %s failed", batch_id)
-                rt.store.set_state(batch_id, "failed", error=str(exc)[:500])
-                rt.sink.emit(make_event("batch.finished", batch_id, state="failed", report=None,
-                                        error=str(exc)[:500]))
-                return "failed"
+                return _record_failure(rt, batch_id, exc)
             return "ran"
     finally:
         rt.set_busy(False)
+
+
+def _take_lease(rt: Runtime, row: BatchRow, owner: str) -> bool:
+    """The batch's lease: free or lapsed, or held by a process of this host that is gone (a
+    worker killed and restarted here need not wait for the lease to lapse)."""
+    if rt.store.try_acquire_lease(row.id, owner, rt.ttl):
+        return True
+    held_by = (rt.store.get_batch(row.id) or row).lease_owner
+    if held_by is None or not is_dead_here(held_by):
+        return False
+    taken = rt.store.take_over_lease(row.id, owner, rt.ttl, dead=held_by)
+    if taken:
+        log.info("took the lease of %s from %s, a dead worker of this host", row.id, held_by)
+    return taken
+
+
+def _record_failure(rt: Runtime, batch_id: str, exc: Exception) -> str:
+    """End the batch failed; the store waits out a database blip (PatientStore). If it is
+    still away, the lease lapses and a worker's recovery sweep resumes the batch later."""
+    error = settings.redact(str(exc), secrets=settings.secret_values(os.environ))[:500]
+    try:
+        rt.store.set_state(batch_id, "failed", error=error)
+    except Exception:  # noqa: BLE001 - the handler of a failure must not fail itself
+        log.exception("could not record batch %s as failed; it resumes later", batch_id)
+        return "unrecorded"
+    rt.sink.emit(make_event("batch.finished", batch_id, state="failed", report=None,
+                            error=error))
+    return "failed"
 
 
 @shared_task(name=RUN_BATCH, ignore_result=True)  # type: ignore[untyped-decorator]

@@ -7,7 +7,10 @@ Besides Celery's own loop (solo pool: one batch, so one server, at a time) it ru
   which is how `live_workers` counts the workers serving a queue, and the `worker` heartbeat
   file of `jobs.ops.health` (every 15 s);
 - the recovery sweep, at start-up and every lease TTL while idle: unfinished batches of this
-  queue whose store lease has lapsed get a fresh `run_batch` message, oldest first;
+  queue whose store lease has lapsed, or whose owner was a process of this host that is gone
+  (`is_dead_here`: a worker restarted after a kill -9 need not wait for the TTL), get a fresh
+  `run_batch` message, oldest first;
+- a patient store (`PatientStore`): a batch's store calls wait out a database blip;
 - no beat: the one digest scheduler is `python -m jobs.broker.beat` (compose's `beat`).
 """
 
@@ -21,23 +24,29 @@ import socket
 import threading
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
+from sqlalchemy.exc import InterfaceError, OperationalError
 
 from jobs import settings
 from jobs.broker.streams import StreamSink, connect
 from jobs.core.errors import BrokerError, InfraError
+from jobs.core.records import RunRecord
 from jobs.engines import procs
 from jobs.ops import health
-from jobs.store import Store
+from jobs.store import BatchRow, Store
 
 log = logging.getLogger(__name__)
 
 WORKER_KEY = "specbench:worker:{queue}:{worker}"
 DEFAULT_LEASE_TTL_S = 30.0
+PATIENCE_S = 60.0  # how long a batch's store call waits for the database to come back
+RETRY_MAX_S = 2.0
+T = TypeVar("T")
 
 
 def lease_ttl() -> float:
@@ -54,6 +63,83 @@ def ping(client: redis.Redis, url: str) -> None:
         client.ping()
     except (redis.RedisError, OSError) as exc:
         raise BrokerError.unreachable(url, exc) from None
+
+
+def _pid_namespace() -> str:
+    try:
+        return str(os.stat("/proc/self/ns/pid").st_ino)
+    except OSError:
+        return "-"
+
+
+def lease_owner() -> str:
+    """A fresh lease owner naming this process: `host:pid:start:pidns:nonce`, where start is
+    the process's start time (procs.start_time), so that a worker restarted here can tell
+    that the owner is gone even if its pid was reused (`is_dead_here`)."""
+    pid = os.getpid()
+    return (f"{socket.gethostname()}:{pid}:{procs.start_time(pid)}:{_pid_namespace()}:"
+            f"{uuid.uuid4().hex[:8]}")
+
+
+def is_dead_here(owner: str | None) -> bool:
+    """Whether a lease owner is a process of this host (and pid namespace) that no longer runs:
+    its lease is free now, whatever its expiry says. Any other owner, or one in another format,
+    is left to its lease's expiry."""
+    parts = (owner or "").split(":")
+    if len(parts) != 5 or parts[0] != socket.gethostname() or parts[3] != _pid_namespace():
+        return False
+    try:
+        pid, started = int(parts[1]), int(parts[2])
+    except ValueError:
+        return False
+    return not procs.is_alive(pid, started=started)
+
+
+class PatientStore(Store):
+    """The worker's store: a read or write a batch needs that fails because the database is
+    away is retried with backoff for up to PATIENCE_S, so a blip delays a batch instead of
+    losing its end. A cancel check that fails says no (the next poll asks again)."""
+
+    def get_batch(self, batch_id: str) -> BatchRow | None:
+        return _patiently("get_batch", lambda: Store.get_batch(self, batch_id))
+
+    def records(self, batch_id: str) -> list[RunRecord]:
+        return _patiently("records", lambda: Store.records(self, batch_id))
+
+    def put_records(self, records: Sequence[tuple[int, RunRecord]]) -> None:
+        _patiently("put_records", lambda: Store.put_records(self, records))
+
+    def save_report(self, batch_id: str, report: dict[str, Any]) -> None:
+        _patiently("save_report", lambda: Store.save_report(self, batch_id, report))
+
+    def set_state(
+        self, batch_id: str, state: str, *, error: str | None = None, host: str | None = None,
+        only_from: Sequence[str] | None = None,
+    ) -> bool:
+        return _patiently("set_state", lambda: Store.set_state(
+            self, batch_id, state, error=error, host=host, only_from=only_from))
+
+    def is_cancel_requested(self, batch_id: str) -> bool:
+        try:
+            return Store.is_cancel_requested(self, batch_id)
+        except (OperationalError, InterfaceError):
+            log.warning("cancel check of %s failed; asking again later", batch_id)
+            return False
+
+
+def _patiently(what: str, call: Callable[[], T]) -> T:
+    deadline = time.monotonic() + PATIENCE_S
+    delay = 0.2
+    while True:
+        try:
+            return call()
+        except (OperationalError, InterfaceError) as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("store %s failed (%s); retrying in %.1f s", what,
+                        type(exc.orig).__name__ if exc.orig is not None else exc, delay)
+            time.sleep(delay)
+            delay = min(delay * 2, RETRY_MAX_S)
 
 
 def registry_dir(queue: str) -> Path:
@@ -98,7 +184,7 @@ def runtime() -> Runtime:
             url = settings.broker_url()
             if url is None:
                 raise InfraError("the distributed worker needs SPECBENCH_BROKER_URL")
-            _runtime = Runtime(queue=settings.default_queue(), url=url, store=Store(),
+            _runtime = Runtime(queue=settings.default_queue(), url=url, store=PatientStore(),
                                client=connect(url), ttl=lease_ttl())
             procs.set_registry(registry_dir(_runtime.queue))
         return _runtime
@@ -122,7 +208,8 @@ def sweep(rt: Runtime, app: Any, *, startup: bool = False) -> list[str]:
     quiet = startup or time.monotonic() - rt.idle_since >= rt.ttl
     sent = []
     for row in rt.store.list_batches(states=("queued", "running"), queue=rt.queue):
-        if row.lease_owner is not None and row.lease_expires_at and row.lease_expires_at > now:
+        held = row.lease_owner is not None and row.lease_expires_at and row.lease_expires_at > now
+        if held and not is_dead_here(row.lease_owner):
             continue
         if row.state == "queued" and not quiet:
             continue
@@ -185,7 +272,8 @@ def main(queue: str) -> int:
     ping(client, url)
     client = connect(url)
     global _runtime
-    rt = _runtime = Runtime(queue=queue, url=url, store=Store(), client=client, ttl=lease_ttl())
+    rt = _runtime = Runtime(queue=queue, url=url, store=PatientStore(), client=client,
+                            ttl=lease_ttl())
     print(f"specbench {__version__} worker {rt.worker_id} serving queue {queue!r} "
           f"on {settings.redact_urls(url)}", flush=True)
     registry = registry_dir(queue)

@@ -25,6 +25,8 @@ from typing import IO
 
 LineCallback = Callable[[str], None]
 _registry: Path | None = None
+log = logging.getLogger(__name__)
+TAIL_LINES = 200
 
 
 def set_registry(folder: Path | None) -> None:
@@ -35,20 +37,47 @@ def set_registry(folder: Path | None) -> None:
     _registry = folder
 
 
-def _is_alive(pid: int) -> bool:
+def _stat_fields(pid: int) -> list[str] | None:
+    """/proc/PID/stat's fields from the state on (field 3 is [0]); None: no such process."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def start_time(pid: int) -> int | None:
+    """When the process started, in clock ticks since boot (/proc/PID/stat field 22); None
+    when it is gone or a zombie: with the pid, it names one process across pid reuse."""
+    fields = _stat_fields(pid)
+    if fields is None or len(fields) < 20 or fields[0] in ("Z", "X"):
+        return None
+    return int(fields[19])
+
+
+def is_alive(pid: int, *, started: int | None = None) -> bool:
+    """Whether `pid` runs (a zombie is dead); with `started` (see `start_time`), whether it is
+    still that same process."""
+    fields = _stat_fields(pid)
+    if fields is None:
+        try:
+            os.kill(pid, 0)  # no /proc to read: ask the kernel
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
         return True
-    return True
+    if not fields or fields[0] in ("Z", "X"):
+        return False
+    return started is None or (len(fields) > 19 and int(fields[19]) == started)
 
 
 def kill_orphans(folder: Path) -> list[int]:
     """SIGKILL every registered group whose owner process is dead; the groups killed.
 
-    A group whose owner is alive belongs to a running worker and is left alone.
+    A group whose owner is alive belongs to a running worker and is left alone; an owner that
+    is a zombie (killed, not yet reaped) or whose pid now names another process is dead.
     """
     killed: list[int] = []
     if not folder.is_dir():
@@ -57,13 +86,16 @@ def kill_orphans(folder: Path) -> list[int]:
         try:
             info = json.loads(entry.read_text(encoding="utf-8"))
             pgid, owner = int(info["pgid"]), int(info["owner"])
+            started = info.get("owner_started")
+            started = int(started) if started is not None else None
         except (OSError, ValueError, KeyError, TypeError):
             entry.unlink(missing_ok=True)
             continue
-        if owner != os.getpid() and _is_alive(owner):
-            continue
-        if owner == os.getpid() and group_members(pgid):
+        mine = owner == os.getpid() and started in (None, start_time(owner))
+        if mine and group_members(pgid):
             continue  # one of ours, still running
+        if not mine and is_alive(owner, started=started):
+            continue
         if group_members(pgid):
             try:
                 os.killpg(pgid, signal.SIGKILL)
@@ -75,8 +107,6 @@ def kill_orphans(folder: Path) -> list[int]:
             killed.append(pgid)
         entry.unlink(missing_ok=True)
     return killed
-log = logging.getLogger(__name__)
-TAIL_LINES = 200
 
 
 def free_port() -> int:
@@ -165,7 +195,8 @@ class ProcessGroup:
         if _registry is None:
             return None
         entry = _registry / f"pg-{self.pgid}.json"
-        info = {"pgid": self.pgid, "owner": os.getpid(), "argv": self.argv,
+        info = {"pgid": self.pgid, "owner": os.getpid(), "owner_started": start_time(os.getpid()),
+                "argv": self.argv,
                 "log": str(self.log_path), "started": time.time()}
         try:
             entry.write_text(json.dumps(info), encoding="utf-8")

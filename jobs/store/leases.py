@@ -1,7 +1,8 @@
 """The store's batch leases: which worker runs a batch, until its lease lapses (crash recovery).
 
 A worker takes the lease before running a batch and renews it while it runs; a batch whose
-lease has expired is another worker's to resume (`jobs.broker.worker`'s recovery sweep).
+lease has expired is another worker's to resume (`jobs.broker.worker`'s recovery sweep), and so
+is one whose owner the caller knows to be dead (`take_over_lease`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,17 @@ class Leases(Database):
                 ),
             )
             .values(lease_owner=owner, lease_expires_at=at + timedelta(seconds=ttl_s))
+        )
+        with self._write() as session:
+            return rowcount(session.execute(query, execution_options=NO_SYNC)) == 1
+
+    def take_over_lease(self, batch_id: str, owner: str, ttl_s: float, *, dead: str) -> bool:
+        """Take the lease from `dead`, an owner known to be gone, if it still holds it (one
+        atomic UPDATE: a live worker that took it meanwhile keeps it)."""
+        query = (
+            update(Batch)
+            .where(Batch.id == batch_id, Batch.lease_owner == dead)
+            .values(lease_owner=owner, lease_expires_at=now() + timedelta(seconds=ttl_s))
         )
         with self._write() as session:
             return rowcount(session.execute(query, execution_options=NO_SYNC)) == 1

@@ -1,0 +1,211 @@
+"""Fast recovery after a kill -9 (issue 10, item 6): a worker restarted on the same host knows its
+predecessor is dead (host, pid and process start time in the lease owner) and takes the lease at
+once, and the start-up sweep kills the servers the dead worker left, even while it is a zombie.
+
+The real-process test runs `specbench worker` on a Redis database of its own with the default
+lease TTL (30 s), so that a resume within 5 s can only come from knowing the owner is dead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobs.batches.planning import plan_batch
+from jobs.broker.dispatcher import DistributedDispatcher
+from jobs.broker.worker import is_dead_here, lease_owner
+from jobs.engines import procs
+from jobs.store import Store
+from tests.jobs.test_distributed import (
+    PRESET,
+    REPO,
+    TAG,
+    Site,
+    Worker,
+    collect,
+    is_end,
+    is_phase,
+    leftovers,
+    redis_db,
+    wait_until,
+)
+from tests.standin.harness import STANDIN
+
+RESUME_WITHIN_S = 5.0
+
+
+def _state(pid: int) -> str | None:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2]
+
+
+def _zombie() -> subprocess.Popen[bytes]:
+    """A child that has exited and is not reaped yet."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    wait_until(lambda: _state(child.pid) == "Z", timeout=10, what="a zombie")
+    return child
+
+
+def test_a_zombie_is_dead() -> None:
+    child = _zombie()
+    try:
+        os.kill(child.pid, 0)  # the kernel still answers for it: why kill(0) is not enough
+        assert not procs.is_alive(child.pid)
+        assert procs.start_time(child.pid) is None
+    finally:
+        child.wait()
+    assert not procs.is_alive(child.pid)
+
+
+def test_a_live_process_is_alive_only_with_its_own_start_time() -> None:
+    started = procs.start_time(os.getpid())
+    assert started is not None
+    assert procs.is_alive(os.getpid()) and procs.is_alive(os.getpid(), started=started)
+    assert not procs.is_alive(os.getpid(), started=started + 1)  # the pid, reused
+
+
+def test_kill_orphans_kills_a_group_whose_owner_is_a_zombie(tmp_path: Path) -> None:
+    owner = _zombie()
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                              start_new_session=True)
+    try:
+        (tmp_path / f"pg-{server.pid}.json").write_text(json.dumps(
+            {"pgid": server.pid, "owner": owner.pid, "owner_started": None}))
+        assert procs.kill_orphans(tmp_path) == [server.pid]
+        assert server.wait(timeout=5) == -signal.SIGKILL
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        owner.wait()
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+
+
+def test_kill_orphans_leaves_a_live_owners_group(tmp_path: Path) -> None:
+    owner = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    server = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                              start_new_session=True)
+    try:
+        (tmp_path / f"pg-{server.pid}.json").write_text(json.dumps(
+            {"pgid": server.pid, "owner": owner.pid,
+             "owner_started": procs.start_time(owner.pid)}))
+        assert procs.kill_orphans(tmp_path) == []
+        assert server.poll() is None
+    finally:
+        for proc in (owner, server):
+            proc.kill()
+            proc.wait()
+
+
+def test_a_lease_owner_names_this_process_and_is_dead_once_it_is_gone() -> None:
+    mine = lease_owner()
+    host, pid, started, _ns, _nonce = mine.split(":")
+    assert (host, int(pid), int(started)) == (
+        socket.gethostname(), os.getpid(), procs.start_time(os.getpid()))
+    assert not is_dead_here(mine)
+    child = _zombie()
+    try:
+        dead = ":".join([host, str(child.pid), started, _ns, "0000"])
+        assert is_dead_here(dead)
+    finally:
+        child.wait()
+    reused = ":".join([host, pid, str(int(started) + 1), _ns, "0000"])
+    assert is_dead_here(reused), "the same pid with another start time is another process"
+    # Another host, another pid namespace, an old-format owner: left to the lease's expiry.
+    assert not is_dead_here(":".join(["elsewhere", str(child.pid), started, _ns, "0"]))
+    assert not is_dead_here(":".join([host, str(child.pid), started, "1", "0"]))
+    assert not is_dead_here(f"{host}:{child.pid}:abc123:0000")
+    assert not is_dead_here(None)
+
+
+def test_a_lease_is_taken_over_only_from_the_owner_named(tmp_path: Path) -> None:
+    from tests.conftest import make_plan
+
+    with Store(f"sqlite:///{tmp_path / 'db.sqlite'}") as store:
+        store.create_batch(batch_id="b-1", preset="eagle3", engine="local", queue="default",
+                           requested_by="U1", plan=make_plan())
+        assert store.try_acquire_lease("b-1", "dead", 30)
+        assert not store.try_acquire_lease("b-1", "new", 30)
+        assert not store.take_over_lease("b-1", "new", 30, dead="someone-else")
+        assert store.take_over_lease("b-1", "new", 30, dead="dead")
+        row = store.get_batch("b-1")
+        assert row is not None and row.lease_owner == "new"
+        assert not store.take_over_lease("b-1", "third", 30, dead="dead")
+
+
+@pytest.fixture(scope="module")
+def recovery_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    root = tmp_path_factory.mktemp("recovery")
+    config = root / "config"
+    shutil.copytree(REPO / "config", config)
+    (config / "presets" / "standin-reps.yaml").write_text(
+        PRESET.format(name="standin-reps", reps=3, tag=TAG, second_startup="0.2"))
+    gen = redis_db()
+    broker = next(gen)
+    site = Site(root=root, broker=broker)
+    site.env = {
+        "SPECBENCH_DATABASE_URL": site.database, "SPECBENCH_DATA_DIR": str(root / "data"),
+        "SPECBENCH_CONFIG_DIR": str(config), "SPECBENCH_SGLANG_PYTHON": sys.executable,
+        "SPECBENCH_LEASE_TTL": "30", "SPECBENCH_DIGEST_SCHEDULE": "off",
+        "PYTHONPATH": os.pathsep.join(p for p in (str(STANDIN), str(REPO)) if p),
+    }
+    Store(site.database).migrate()
+    yield site
+    next(gen, None)
+
+
+@pytest.mark.redis
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_a_worker_restarted_after_kill_9_resumes_within_5_s(
+    recovery_site: Site, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = recovery_site
+    for name, value in site.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("SPECBENCH_BROKER_URL", site.broker)
+    worker = Worker(site, "fast")
+    restarted: Worker | None = None
+    d = DistributedDispatcher(Store(site.database), site.broker)
+    sub = d.subscribe()
+    try:
+        batch = d.submit(plan_batch("standin-reps", queue="fast"), requested_by="U1").batch.id
+        collect(sub, is_phase(batch, 2, "repetition"), timeout=30)
+        # A crash: the worker alone is SIGKILLed; its servers, in sessions of their own,
+        # survive it, and it stays a zombie until its parent (here, this test) reaps it.
+        worker.proc.send_signal(signal.SIGKILL)
+        wait_until(lambda: _state(worker.proc.pid) == "Z", timeout=10, what="the dead worker")
+        assert leftovers(), "the dead worker's server should outlive it"
+        begun = time.monotonic()
+        restarted = Worker(site, "fast")
+        collect(sub, is_phase(batch, 2, "launching"), timeout=RESUME_WITHIN_S + 5)
+        resumed = time.monotonic() - begun
+        events = collect(sub, is_end(batch), timeout=40)
+    finally:
+        sub.close()
+        d.close()
+        if restarted is not None:
+            restarted.stop()
+        worker.stop()
+    assert resumed < RESUME_WITHIN_S, f"resumed {resumed:.1f} s after the restart"
+    assert "killed 1 server group" in restarted.output() or "killed 2 server group" in (
+        restarted.output())
+    assert events[-1]["type"] == "batch.finished"
+    store = Store(site.database)
+    assert [(r.approach, r.status) for r in store.records(batch)] == [
+        ("baseline", "ok"), ("second", "ok"), ("third", "ok")]
+    assert store.get_batch(batch).state == "done"  # type: ignore[union-attr]
+    assert leftovers() == []

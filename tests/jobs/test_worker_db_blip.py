@@ -1,0 +1,161 @@
+"""A database blip on the worker (issue 10, item 3, the worker's half): PostgreSQL made unreachable
+for ~6 s through a TCP proxy the test owns, at the moment a batch ends or fails. The worker's
+store waits it out (`PatientStore`) and the batch ends recorded once the database is back,
+instead of `run_leased` raising inside its own error handler and the batch waiting for its lease.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from jobs.batches.planning import submit
+from jobs.broker.tasks import run_leased
+from jobs.broker.worker import PatientStore, Runtime
+from jobs.core.events import Event
+from jobs.store import Store
+from tests.standin.harness import Standin, make_standin
+from tests.standin.tcp_proxy import TcpProxy
+
+PG_ADMIN_URL = os.environ.get(
+    "SPECBENCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+OUTAGE_S = 6.0
+
+pytestmark = [pytest.mark.postgres, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module")
+def database() -> Iterator[str]:
+    """A fresh PostgreSQL database of this module's own, dropped at its end."""
+    try:
+        admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT",
+                              connect_args={"connect_timeout": 3})
+        with admin.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except Exception as exc:  # no driver, no server: both mean "not here"
+        if os.environ.get("SPECBENCH_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL is required but unreachable: {exc}")
+        pytest.skip(f"PostgreSQL unreachable at {PG_ADMIN_URL}: {type(exc).__name__}")
+    name = f"specbench_blip_{os.getpid()}"
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    try:
+        yield name
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+@pytest.fixture
+def proxy() -> Iterator[TcpProxy]:
+    parsed = make_url(PG_ADMIN_URL)
+    with TcpProxy(parsed.host or "127.0.0.1", parsed.port or 5432) as owned:
+        yield owned
+
+
+@dataclass
+class Outage:
+    """Cuts the proxy when `trigger` matches an event, restores it OUTAGE_S later."""
+
+    proxy: TcpProxy
+    trigger: Any
+    fail_with: Exception | None = None
+    events: list[Event] = field(default_factory=list)
+    cut_at: float | None = None
+    restored: threading.Event = field(default_factory=threading.Event)
+
+    def emit(self, event: Event) -> None:
+        self.events.append(event)
+        if self.cut_at is None and self.trigger(event):
+            self.cut_at = time.monotonic()
+            self.proxy.cut()
+            threading.Timer(OUTAGE_S, self._restore).start()
+            if self.fail_with is not None:
+                raise self.fail_with
+
+    def _restore(self) -> None:
+        self.proxy.restore()
+        self.restored.set()
+
+
+@dataclass
+class BlipRuntime(Runtime):
+    outage: Outage | None = None
+
+    @property
+    def sink(self) -> Outage:  # type: ignore[override]
+        assert self.outage is not None
+        return self.outage
+
+
+@pytest.fixture
+def standin(tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> Standin:
+    return make_standin(tmp_path, monkeypatch)
+
+
+def _setup(standin: Standin, database: str, proxy: TcpProxy,
+           outage: Outage) -> tuple[BlipRuntime, str, Store]:
+    url = make_url(PG_ADMIN_URL).set(port=proxy.port, database=database)
+    store = PatientStore(url.render_as_string(hide_password=False))
+    store.migrate()
+    plan = standin.plan(standin.config("baseline", role="baseline"),
+                        standin.config("second", env={"STANDIN_THROUGHPUT": "90"}))
+    row, _ = submit(plan, store=store, requested_by="tester")
+    rt = BlipRuntime(queue="blip", url="redis://unused", store=store, client=None,  # type: ignore[arg-type]
+                     ttl=30.0, outage=outage)
+    direct = Store(make_url(PG_ADMIN_URL).set(database=database)
+                   .render_as_string(hide_password=False))
+    return rt, row.id, direct
+
+
+def _is(kind: str, **fields: Any) -> Any:
+    return lambda e: e["type"] == kind and all(e.get(k) == v for k, v in fields.items())
+
+
+@pytest.mark.timeout(120)
+def test_a_batch_that_ends_while_the_database_is_away_ends_recorded(
+    standin: Standin, database: str, proxy: TcpProxy
+) -> None:
+    outage = Outage(proxy, _is("approach.phase", index=2, phase="stopping"))
+    rt, batch, direct = _setup(standin, database, proxy, outage)
+    result = run_leased(rt, batch)
+    ended = time.monotonic()
+    assert outage.cut_at is not None and outage.restored.is_set()
+    assert result == "ran"
+    assert ended - outage.cut_at >= OUTAGE_S - 0.5, "the database was away: it must have waited"
+    row = direct.get_batch(batch)
+    assert row is not None and row.state == "done" and row.report is not None
+    assert (row.lease_owner, row.lease_expires_at) == (None, None)
+    assert [(r.approach, r.status) for r in direct.records(batch)] == [
+        ("baseline", "ok"), ("second", "ok")]
+    assert outage.events[-1]["type"] == "batch.finished"
+    standin.assert_clean()
+
+
+@pytest.mark.timeout(120)
+def test_a_batch_that_fails_while_the_database_is_away_ends_recorded_failed(
+    standin: Standin, database: str, proxy: TcpProxy
+) -> None:
+    outage = Outage(proxy, _is("approach.phase", index=2, phase="ready"),
+                    fail_with=RuntimeError("the sink broke"))
+    rt, batch, direct = _setup(standin, database, proxy, outage)
+    result = run_leased(rt, batch)
+    assert outage.restored.is_set()
+    assert result == "failed"
+    row = direct.get_batch(batch)
+    assert row is not None and row.state == "failed" and row.error == "the sink broke"
+    assert (row.lease_owner, row.lease_expires_at) == (None, None)
+    assert outage.events[-1]["type"] == "batch.finished"
+    assert outage.events[-1]["state"] == "failed"
+    standin.assert_clean()
