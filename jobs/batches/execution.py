@@ -24,7 +24,7 @@ from jobs.core.report import analyze
 from jobs.core.rules import RuleSet, load_rules
 from jobs.core.verdicts import Metric, Verdict, judge, median
 from jobs.engines import get_engine
-from jobs.engines.base import Engine, RunContext, now_iso, to_run_record
+from jobs.engines.base import Engine, RunContext, now_iso, to_run_record, to_stored
 from jobs.store import RERUN_STATUSES, BatchRow, Store
 
 CANCEL_POLL_S = 0.5
@@ -114,7 +114,7 @@ def execute_batch(
             on_phase=_phase_emitter(sink, batch_id, config.approach, index, len(names)),
         )
         record = _run_one(engine, config, ctx, bad=bad.get(config.approach), cancel=cancel)
-        record = dataclasses.replace(record, fingerprint=fingerprint_of.result())
+        record = to_stored(dataclasses.replace(record, fingerprint=fingerprint_of.result()), plan)
         store.put_record(record, position=index)
         if config.role == "baseline":
             baseline = record

@@ -2,20 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar, cast
 
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
+from jobs.settings import redact, redact_env, secret_values
 
 # Called with a phase name and details: ("launching", {}), ("ready", {}),
 # ("repetition", {"rep": 2, "of": 3}), ("stopping", {}).
 PhaseCallback = Callable[[str, dict[str, Any]], None]
 # Polled while a configuration runs; True means: stop the process group now (a cancel).
 StopCheck = Callable[[], bool]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -64,10 +68,11 @@ def to_run_record(
     metrics: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> RunRecord:
-    """The run record of one configuration, as SPEC.md lays it out."""
+    """The run record of one configuration, as SPEC.md lays it out, masked (`mask_record`)
+    with the secrets of this process's environment and the configuration's."""
     measured: dict[str, Any] = {ctx.plan.metric: [], "accept_length": None}
     measured.update(metrics or {})
-    return RunRecord(
+    record = RunRecord(
         batch=ctx.batch_id,
         preset=ctx.plan.preset,
         approach=config.approach,
@@ -86,3 +91,41 @@ def to_run_record(
         finished_at=now_iso(),
         extra=extra or {},
     )
+    return mask_record(record, secrets=secret_values(os.environ, config.env))
+
+
+def to_stored(record: RunRecord, plan: BatchPlan) -> RunRecord:
+    """A record as the worker stores it: masked with the secrets of its own environment and of
+    every configuration of the batch, whatever process shows it later."""
+    return mask_record(record, secrets=secret_values(os.environ, *(c.env for c in plan.configs)))
+
+
+def mask_record(record: RunRecord, *, secrets: Iterable[str]) -> RunRecord:
+    """`record` with env values whose names look secret read *** (SPEC.md), and each of
+    `secrets` (settings.secret_values) replaced by *** wherever it appears: log tail, command
+    line, server args, extras."""
+    shown = tuple(secrets)
+    change = {k: (redact_env(v) if k == "env" and isinstance(v, dict) else v)
+              for k, v in record.change.items()}
+    return dataclasses.replace(
+        record,
+        hypothesis=_masked(record.hypothesis, shown),
+        change=_masked(change, shown),
+        server_args=_masked(record.server_args, shown),
+        env=_masked(redact_env(dict(record.env)), shown),
+        log_tail=_masked(record.log_tail, shown),
+        fingerprint=_masked(record.fingerprint, shown),
+        extra=_masked(record.extra, shown),
+    )
+
+
+def _masked(value: T, secrets: tuple[str, ...]) -> T:
+    if not secrets:
+        return value
+    if isinstance(value, str):
+        return cast(T, redact(value, secrets=secrets))
+    if isinstance(value, dict):
+        return cast(T, {_masked(k, secrets): _masked(v, secrets) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return cast(T, [_masked(v, secrets) for v in value])
+    return value

@@ -27,6 +27,7 @@ from jobs.engines import local_child
 from jobs.engines.base import RunContext, now_iso, to_run_record
 from jobs.engines.flags import to_flag
 from jobs.engines.procs import LineCallback, ProcessGroup
+from jobs.settings import redact, secret_values
 
 # Knobs that decide the model and the prompts: with all of them equal to the baseline's, greedy
 # output must equal the baseline's too.
@@ -101,7 +102,8 @@ class LocalEngine:
         argv = [sys.executable, "-m", "jobs.engines.local_child", *self.to_child_argv(config, ctx)]
         env = {**os.environ, **config.env, "PYTHONUNBUFFERED": "1"}
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
-        header = "specbench: " + " ".join(argv[1:])
+        secrets = secret_values(env)  # the log file is masked at the source, as the record is
+        header = redact("specbench: " + " ".join(argv[1:]), secrets=secrets)
         _append_log(ctx.log_path, header)
         events: queue.Queue[dict[str, Any]] = queue.Queue()
         ctx.on_phase("launching", {})
@@ -120,6 +122,7 @@ class LocalEngine:
         tail = [header]
         tail += [line for line in group.tail if not line.startswith(local_child.EVENT_PREFIX)]
         if note:
+            note = redact(note, secrets=secrets)
             _append_log(ctx.log_path, note)
             tail.append(note)
         done = progress.done or {}

@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO
 
+from jobs import settings
+
 LineCallback = Callable[[str], None]
 _registry: Path | None = None
 log = logging.getLogger(__name__)
@@ -144,7 +146,8 @@ def group_members(pgid: int) -> list[int]:
 
 
 class ProcessGroup:
-    """A child started in a new session; its output goes line by line to a log and a callback."""
+    """A child started in a new session; its output goes line by line, the secrets of its
+    environment masked, to a log and a callback."""
 
     def __init__(
         self,
@@ -157,6 +160,9 @@ class ProcessGroup:
     ) -> None:
         self.argv = list(argv)
         self.log_path = log_path
+        # Masked at the source: the log file, the tail and the callback never see a secret
+        # of the child's environment (SPEC.md: by name, see settings.secret_values).
+        self._secrets = settings.secret_values(env)
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self._on_line = on_line
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -209,9 +215,11 @@ class ProcessGroup:
         # Whatever fails here, keep draining the pipe: a child blocked on a full pipe hangs.
         for raw in self.proc.stdout:
             line = raw.rstrip("\n")
+            if self._secrets:
+                line = settings.redact(line, secrets=self._secrets)
             self.tail.append(line)
             try:
-                self._log.write(raw if raw.endswith("\n") else raw + "\n")
+                self._log.write(line + "\n")
                 self._log.flush()
             except ValueError:
                 pass  # closed by stop() while an escaped descendant still holds the pipe

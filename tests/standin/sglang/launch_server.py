@@ -20,6 +20,8 @@ Environment (a configuration's `env` sets them):
   STANDIN_INFO_FILE   JSON lines appended here: {"role", "pid", "pgid", "port", "time"} for the
                       server, each child, bench_serving, and the moment a fatal line is logged
   STANDIN_HELP_LOG    a line is appended here on every `--help`
+  STANDIN_PRINT_ENV   comma-separated names of environment variables the server logs, with their
+                      values, at start (as servers that dump their environment do)
 """
 
 from __future__ import annotations
@@ -177,6 +179,8 @@ def main(argv: list[str]) -> int:
             time.sleep(3600)
     shown = ", ".join(f"{k}={v!r}" for k, v in sorted(vars(args).items()))
     log(f"server_args=ServerArgs({shown})", rank=None)
+    for name in filter(None, (os.environ.get("STANDIN_PRINT_ENV") or "").split(",")):
+        log(f"environment: {name}={os.environ.get(name, '')}", rank=None)
     httpd = ThreadingHTTPServer((host, port), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     for rank in range(ranks):
