@@ -7,7 +7,9 @@ uploads (bot.thread.summary_message), and the parent edited to the headline. Pos
 in the store, so a restarted bot resumes a thread and posts each summary once
 (`ThreadHub.catch_up`). With a durable `Feed` (distributed mode: a Redis consumer group) each
 event is acknowledged only once its thread has handled it (an end event: once the summary is
-posted), so a bot that dies mid-batch leaves the rest of its events to its successor.
+posted), so a bot that dies mid-batch leaves the rest of its events to its successor. A
+database blip stops nothing: every store call of the thread is retried with backoff
+(bot.thread.store_retry) and the thread carries on, its summary posted once the store is back.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from bot.thread.messages import Ack, Message, redacted, render_message
 from bot.thread.progress_message import Coalescer, ProgressMessage
+from bot.thread.store_retry import FIRST_PAUSE_S, describe, is_blip, next_pause, patiently
 from bot.thread.summary_message import summary_message, summary_uploads
 from jobs import settings
 from jobs.batches.dispatch import Submitted
@@ -55,7 +58,13 @@ class BatchThread:
     def __post_init__(self) -> None:
         plan = self.row.plan
         self.progress = ProgressMessage.of(self.row.id, (c.approach for c in plan.configs))
-        self.progress.add_records(self.hub.dispatcher.store.records(self.row.id))
+        try:
+            self.progress.add_records(self.hub.dispatcher.store.records(self.row.id))
+        except Exception as exc:
+            if not is_blip(exc):
+                raise
+            log.warning("batch %s: no records yet, the store is unreachable (%s)", self.row.id,
+                        describe(exc))  # they are read again at the end
         self.edits = Coalescer(self.hub.interval)
         self.secrets = settings.secret_values(os.environ, *(c.env for c in plan.configs))
         self.host = self.row.host
@@ -92,20 +101,24 @@ class BatchThread:
             self.parent_ts = await poster.post(channel=self.channel, thread_ts=None,
                                                message=self._parent())
             if self.hub.durable:
-                store.set_thread(self.row.id, self.channel, self.parent_ts)
+                parent_ts = self.parent_ts
+                await patiently(lambda: store.set_thread(self.row.id, self.channel, parent_ts),
+                                what=f"thread of {self.row.id}")
         if self.progress_ts is None:
             self.progress_ts = await poster.post(channel=self.channel, thread_ts=self.parent_ts,
                                                  message=self._progress())
             if self.hub.durable:
-                store.set_progress_ts(self.row.id, self.progress_ts)
+                progress_ts = self.progress_ts
+                await patiently(lambda: store.set_progress_ts(self.row.id, progress_ts),
+                                what=f"thread of {self.row.id}")
         self.edits.flushed()
 
     async def follow(self) -> None:
         """Apply events until the batch ends, then post its end (summary, uploads, headline)."""
-        store = self.hub.dispatcher.store
         checked = time.monotonic()
+        poll = STORE_POLL_S  # shorter while the store is away: backoff from FIRST_PAUSE_S
         while True:
-            wait = self.edits.remaining() if self.edits.is_pending else STORE_POLL_S
+            wait = self.edits.remaining() if self.edits.is_pending else poll
             event: Event | None = None
             entry: Ack = None
             try:
@@ -119,15 +132,32 @@ class BatchThread:
                     self._unacked.append(entry)  # acked once the end is posted
                     break
                 self.hub.ack(entry)
-            if event is None and time.monotonic() - checked >= STORE_POLL_S:
+            if event is None and time.monotonic() - checked >= poll:
                 checked = time.monotonic()
-                row = store.get_batch(self.row.id)
+                row, poll = self._poll_store(poll)
                 if row is not None and row.state in TERMINAL_STATES:
                     self.row = row
                     break
             if self.edits.is_due():
                 await self._flush()
         await self.finish()
+
+    def _poll_store(self, poll: float) -> tuple[BatchRow | None, float]:
+        """The batch's row and the next poll's delay; a blip is logged once and backs off (the
+        events keep being applied meanwhile)."""
+        try:
+            row = self.hub.dispatcher.store.get_batch(self.row.id)
+        except Exception as exc:
+            if not is_blip(exc):
+                raise
+            if poll == STORE_POLL_S:
+                log.warning("batch %s: the store is unreachable (%s); polling it again",
+                            self.row.id, describe(exc))
+                return None, FIRST_PAUSE_S
+            return None, next_pause(poll)
+        if poll != STORE_POLL_S:
+            log.info("batch %s: the store answered again", self.row.id)
+        return row, STORE_POLL_S
 
     def _apply(self, event: Event) -> bool:
         """Update the state from one event; True at the batch's end."""
@@ -159,11 +189,12 @@ class BatchThread:
     async def finish(self) -> None:
         """Post the batch's end once (a durable claim in the store guards it)."""
         store, poster, durable = self.hub.dispatcher.store, self.hub.poster, self.hub.durable
-        if durable and not store.claim_summary(self.row.id):
+        batch_id, what = self.row.id, f"summary of {self.row.id}"
+        if durable and not await patiently(lambda: store.claim_summary(batch_id), what=what):
             self._ack_rest()  # another bot posts it
             return
         try:
-            row = store.get_batch(self.row.id) or self.row
+            row = await patiently(lambda: store.get_batch(batch_id), what=what) or self.row
             self.row = row
             self.report = self.report or row.report
             if self.parent_ts is None:  # a batch that ended before its thread could open
@@ -175,8 +206,9 @@ class BatchThread:
                 summary = summary_message(self.report, batch_id=row.id)
                 await poster.post(channel=self.channel, thread_ts=self.parent_ts,
                                   message=self.scrub(summary))
-                files = summary_uploads(store.records(row.id), batch_id=row.id,
-                                        plan=row.plan, redact=self.redact)
+                records = await patiently(lambda: store.records(batch_id), what=what)
+                files = summary_uploads(records, batch_id=row.id, plan=row.plan,
+                                        redact=self.redact)
                 if files:
                     await poster.upload(channel=self.channel, thread_ts=self.parent_ts,
                                         files=files)
@@ -189,12 +221,22 @@ class BatchThread:
             await poster.update(channel=self.channel, ts=self.parent_ts,
                                 message=self._parent(ended=ended, error=row.error))
             if durable:
-                store.mark_summary_posted(row.id)
+                await patiently(lambda: store.mark_summary_posted(batch_id), what=what)
             self._ack_rest()
         except BaseException:
             if durable:
-                store.release_summary_claim(self.row.id)
+                self._release_claim()
             raise
+
+    def _release_claim(self) -> None:
+        """Best effort: a claim left behind expires by itself (`claim_summary`'s ttl)."""
+        try:
+            self.hub.dispatcher.store.release_summary_claim(self.row.id)
+        except Exception as exc:
+            if not is_blip(exc):
+                raise
+            log.warning("batch %s: could not release the summary claim (%s); it expires",
+                        self.row.id, describe(exc))
 
     def _ack_rest(self) -> None:
         """The thread has ended: its end event and whatever came after are handled."""
@@ -205,7 +247,9 @@ class BatchThread:
 
     async def _final_progress(self, state: str) -> None:
         assert self.progress_ts is not None
-        self.progress.add_records(self.hub.dispatcher.store.records(self.row.id))
+        store, batch_id = self.hub.dispatcher.store, self.row.id
+        self.progress.add_records(await patiently(lambda: store.records(batch_id),
+                                                  what=f"summary of {batch_id}"))
         self.edits.progress = False
         await asyncio.sleep(self.edits.remaining())
         self.edits.flushed()

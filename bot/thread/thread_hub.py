@@ -1,5 +1,6 @@
 """The hub: every chat thread of one bot or console, fed by one subscription to all events
-(or a durable `Feed` in distributed mode), with one asyncio task per followed batch."""
+(or a durable `Feed` in distributed mode), with one asyncio task per followed batch. A thread
+that meets a database blip is not dropped: it waits (with backoff) and carries on."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from typing import Any
 
 from bot.thread.batch_thread import BatchThread
 from bot.thread.messages import Ack, Feed, Poster
+from bot.thread.store_retry import FIRST_PAUSE_S, describe, is_blip, next_pause
 from jobs.batches.dispatch import Dispatcher, Submitted
 from jobs.core.events import Event
 from jobs.store import TERMINAL_STATES
@@ -173,12 +175,26 @@ class ThreadHub:
 
     def _spawn(self, thread: BatchThread, opening: Any) -> asyncio.Task[None]:
         async def run() -> None:
+            step, pause = opening, FIRST_PAUSE_S
             try:
-                await opening
-                if thread.row.state in TERMINAL_STATES:
-                    await thread.finish()
-                else:
-                    await thread.follow()
+                while True:
+                    try:
+                        await step
+                        if thread.row.state in TERMINAL_STATES:
+                            await thread.finish()
+                        else:
+                            await thread.follow()
+                        break
+                    except asyncio.CancelledError:
+                        raise
+                    except Exception as exc:
+                        if not is_blip(exc):
+                            raise
+                        # open() and follow() resume where they were; finish() posts once
+                        log.warning("thread of batch %s: the store is unreachable (%s); "
+                                    "carrying on in %.1f s", thread.row.id, describe(exc), pause)
+                        await asyncio.sleep(pause)
+                        step, pause = thread.open(), next_pause(pause)
                 self._foreign.add(thread.row.id)  # ended: its late events need no thread
             except asyncio.CancelledError:
                 raise

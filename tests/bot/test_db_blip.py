@@ -1,0 +1,168 @@
+"""A database blip does not drop a batch's chat thread (issue 10, item 3, the bot's half).
+
+Real processes: a `specbench worker` on PostgreSQL directly, a `specbench bot --http` on the
+same database through a TCP proxy the test owns, a real Redis, the Slack stand-in. The proxy is
+cut for 6 s (or until the batch has ended) while the batch's thread is open; once it is restored the
+same bot process posts the summary, once.
+
+Skipped without PostgreSQL or Redis (unless SPECBENCH_REQUIRE_POSTGRES / _REDIS say otherwise).
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from jobs.store import Store
+from tests.bot.conftest import summaries
+from tests.bot.conftest import thread_of as thread_calls
+from tests.bot.test_distributed_bot import Bot
+from tests.jobs.test_distributed import REPO, Site, Worker, redis_db, wait_until
+from tests.standin.harness import STANDIN
+from tests.standin.slack_api import SlackStandin
+from tests.standin.tcp_proxy import TcpProxy
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+
+PG_ADMIN_URL = os.environ.get(
+    "SPECBENCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
+)
+CUT_S = 6.0
+PRESET = """\
+name: standin-blip
+description: a stand-in batch that ends while the bot cannot reach its database
+engine: sglang
+queue: blipq
+metric: output_throughput
+min_effect_pct: 2.0
+reps: 1
+timeouts: {startup_s: 60, bench_s: 20}
+bench: {dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
+        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}
+overridable: []
+baseline:
+  server_args: {model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
+                cuda-graph-max-bs: 8}
+  env: {STANDIN_STARTUP_S: "0.2"}
+approaches:
+  - name: during-the-cut
+    hypothesis: runs while the bot's database is away
+    env: {STANDIN_THROUGHPUT: "90", STANDIN_STARTUP_S: "1"}
+"""
+
+
+@dataclass
+class Blip:
+    direct: str  # the worker's URL
+    proxied: str  # the bot's URL, through `proxy`
+    proxy: TcpProxy
+
+
+@pytest.fixture
+def blip() -> Iterator[Blip]:
+    """A database of this test's own, migrated, and a proxy to the server for the bot."""
+    try:
+        admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT",
+                              connect_args={"connect_timeout": 3})
+        with admin.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except Exception as exc:  # no driver, no server: both mean "not here"
+        if os.environ.get("SPECBENCH_REQUIRE_POSTGRES") == "1":
+            pytest.fail(f"PostgreSQL is required but unreachable: {exc}")
+        pytest.skip(f"PostgreSQL unreachable at {PG_ADMIN_URL}: {type(exc).__name__}")
+    name = f"specbench_blip_{os.getpid()}_{secrets.token_hex(4)}"
+    with admin.connect() as connection:
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(PG_ADMIN_URL).set(database=name)
+    host, port = url.host or "127.0.0.1", url.port or 5432
+    proxy = TcpProxy(host, port)
+    try:
+        direct = url.render_as_string(hide_password=False)
+        Store(direct).migrate()
+        proxied = url.set(host="127.0.0.1", port=proxy.port).render_as_string(
+            hide_password=False)
+        yield Blip(direct=direct, proxied=proxied, proxy=proxy)
+    finally:
+        proxy.close()
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def sites(root: Path, blip: Blip) -> Iterator[tuple[Site, Site]]:
+    """The worker's and the bot's setup: one Redis, one database, two ways to reach it."""
+    config = root / "config"
+    shutil.copytree(REPO / "config", config)
+    (config / "presets" / "standin-blip.yaml").write_text(PRESET)
+    gen = redis_db()
+    broker = next(gen)
+    common = {
+        "SPECBENCH_DATA_DIR": str(root / "data"), "SPECBENCH_CONFIG_DIR": str(config),
+        "SPECBENCH_SGLANG_PYTHON": sys.executable, "SPECBENCH_LEASE_TTL": "3",
+        "SPECBENCH_DIGEST_SCHEDULE": "off",
+        "PYTHONPATH": os.pathsep.join((str(STANDIN), str(REPO))),
+    }
+    worker = Site(root=root, broker=broker,
+                  env={**common, "SPECBENCH_DATABASE_URL": blip.direct})
+    bot = Site(root=root, broker=broker, env={**common, "SPECBENCH_DATABASE_URL": blip.proxied})
+    yield worker, bot
+    next(gen, None)
+
+
+@pytest.mark.timeout(150)
+def test_a_6_s_database_blip_mid_batch_still_posts_the_summary_once(
+    tmp_path: Path, blip: Blip
+) -> None:
+    setup = sites(tmp_path, blip)
+    worker_site, bot_site = next(setup)
+    standin = SlackStandin().start()
+    worker = Worker(worker_site, "blipq")
+    store = Store(blip.direct)
+    bot: Bot | None = None
+    try:
+        bot = Bot(bot_site, standin)
+        assert bot.command("run standin-blip").status_code == 200
+        standin.wait_for(lambda cs: len([c for c in cs if c.method == "chat.postMessage"]) >= 2,
+                         timeout=30)  # the parent and the progress message: the thread is open
+        [row] = store.list_batches()
+        wait_until(lambda: store.records(row.id), timeout=30, what="the baseline's record")
+        blip.proxy.cut()  # for CUT_S, or until the batch has ended if that takes longer
+        cut_at = time.monotonic()
+        wait_until(lambda: (r := store.get_batch(row.id)) is not None and r.state == "done",
+                   timeout=60, what="the batch to end while the bot's database is away")
+        time.sleep(max(CUT_S - (time.monotonic() - cut_at), 0.5))
+        assert not summaries(standin.recorded())  # nothing to post it with yet
+        cut_s = time.monotonic() - cut_at
+        blip.proxy.restore()
+        standin.wait_for(lambda cs: bool(summaries(cs)) and any(
+            c.method == "chat.update" and c.body["ts"] == thread_calls(cs)["parent_ts"]
+            and "baseline" in (c.body.get("text") or "") for c in cs), timeout=30)
+        posted_after = time.monotonic() - cut_at
+        time.sleep(2)  # room for a second post, were there one
+        assert bot.proc.poll() is None, "the same bot, no restart"
+        output = bot.output()
+    finally:
+        if bot is not None:
+            bot.stop()
+        worker.stop()
+        standin.stop()
+        next(setup, None)
+    assert len(summaries(standin.recorded())) == 1
+    assert len(standin.recorded("files.completeUploadExternal")) == 1
+    parents = [c for c in standin.recorded("chat.postMessage") if not c.body.get("thread_ts")]
+    assert len(parents) == 1
+    posts = store.slack_posts(row.id)
+    assert posts is not None and posts.summary_posted_at is not None
+    assert "store is unreachable" in output
+    assert "thread of batch" not in output or "failed" not in output
+    assert posted_after < max(CUT_S, cut_s) + 15
