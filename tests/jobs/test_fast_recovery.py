@@ -209,3 +209,55 @@ def test_a_worker_restarted_after_kill_9_resumes_within_5_s(
         ("baseline", "ok"), ("second", "ok"), ("third", "ok")]
     assert store.get_batch(batch).state == "done"  # type: ignore[union-attr]
     assert leftovers() == []
+
+
+class _App:
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+
+    def send_task(self, name: str, *, args: list[str], queue: str) -> None:
+        self.sent.append(args[0])
+
+
+def test_the_start_up_sweep_resends_a_batch_whose_owner_died_here(tmp_path: Path) -> None:
+    from jobs.broker.worker import Runtime, sweep
+    from tests.conftest import make_plan
+
+    store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    for batch in ("b-dead", "b-live", "b-elsewhere"):
+        store.create_batch(batch_id=batch, preset="eagle3", engine="local", queue="q",
+                           requested_by="U1", plan=make_plan())
+        store.set_state(batch, "running")
+    child = _zombie()
+    try:
+        host, _pid, started, ns, _nonce = lease_owner().split(":")
+        dead = ":".join([host, str(child.pid), started, ns, "0000"])
+        assert store.try_acquire_lease("b-dead", dead, 30)
+        assert store.try_acquire_lease("b-live", lease_owner(), 30)
+        assert store.try_acquire_lease("b-elsewhere", f"other-host:{child.pid}:1:{ns}:0", 30)
+        app = _App()
+        rt = Runtime(queue="q", url="redis://unused", store=store, client=None,  # type: ignore[arg-type]
+                     ttl=30.0)
+        assert sweep(rt, app, startup=True) == ["b-dead"]
+        assert app.sent == ["b-dead"]
+    finally:
+        child.wait()
+        store.close()
+
+
+def test_the_patient_store_gives_up_in_the_end_and_a_cancel_check_says_no(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    from jobs.broker import worker
+
+    monkeypatch.setattr(worker, "PATIENCE_S", 0.6)
+    monkeypatch.setattr(worker, "RETRY_MAX_S", 0.1)
+    (tmp_path / "a-folder.db").mkdir()  # SQLite cannot open a folder: the database is "away"
+    store = worker.PatientStore(f"sqlite:///{tmp_path / 'a-folder.db'}")
+    begun = time.monotonic()
+    with pytest.raises(OperationalError):
+        store.get_batch("b-1")
+    assert 0.3 <= time.monotonic() - begun < 5
+    assert store.is_cancel_requested("b-1") is False
