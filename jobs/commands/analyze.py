@@ -1,10 +1,13 @@
 """`analyze RUNS.jsonl`: run records re-analysed into a report (no GPU, broker or Slack).
 
-The metric settings default to the preset the records name, when the config has it.
+The metric settings default to the preset the records name, when the config has it. A broken
+file is one RecordError naming its line (`jobs.core.records`); a report is plain JSON: no NaN
+or infinity reaches it.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -12,7 +15,7 @@ from typing import Any
 
 from jobs.core.errors import PresetError, RecordError
 from jobs.core.presets import load_preset, preset_names
-from jobs.core.records import parse_lines
+from jobs.core.records import decode_lines, parse_lines
 from jobs.core.remedies import load_remedies
 from jobs.core.report import analyze as analyze_records
 from jobs.core.rules import load_rules
@@ -29,10 +32,11 @@ class AnalyzeArgs:
 
 def analyze(args: AnalyzeArgs) -> dict[str, Any]:
     try:
-        text = args.runs.read_text(encoding="utf-8")
+        data = args.runs.read_bytes()
     except OSError as exc:
         raise RecordError(f"{args.runs}: cannot read ({exc.strerror})") from None
-    records = list(parse_lines(text.splitlines(), source=str(args.runs)))
+    source = str(args.runs)
+    records = list(parse_lines(decode_lines(data, source=source), source=source))
     if not records:
         raise RecordError(f"{args.runs}: no run records")
     default = metric_defaults(records[0].preset)
@@ -42,7 +46,26 @@ def analyze(args: AnalyzeArgs) -> dict[str, Any]:
         else args.min_effect_pct,
         lower_is_better=default.lower_is_better if args.lower_is_better is None else True,
     )
-    return analyze_records(records, metric=metric, rules=load_rules(), remedies=load_remedies())
+    report = analyze_records(records, metric=metric, rules=load_rules(), remedies=load_remedies())
+    if (where := non_finite(report)) is not None:
+        raise RecordError(f"{source}: the records give a non-finite {where}")
+    return report
+
+
+def non_finite(data: Any, path: str = "report") -> str | None:
+    """The path of the first NaN or infinity in `data`, or None (JSON has neither)."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return path
+    if isinstance(data, dict):
+        items: Any = data.items()
+    elif isinstance(data, list | tuple):
+        items = enumerate(data)
+    else:
+        return None
+    for key, value in items:
+        if (found := non_finite(value, f"{path}.{key}")) is not None:
+            return found
+    return None
 
 
 def metric_defaults(preset_name: str) -> Metric:

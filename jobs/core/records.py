@@ -1,8 +1,15 @@
-"""Run records: one JSON object per configuration run (SPEC.md's format), read and written."""
+"""Run records: one JSON object per configuration run (SPEC.md's format), read and written.
+
+A file of records (`decode_lines`, `parse_lines`) is hostile until read: each problem is one
+RecordError naming the line (not UTF-8, UTF-16, nested too deep, a lone surrogate, NaN or
+Infinity, a negative or absurd metric, an approach twice in one batch), never a traceback.
+"""
 
 from __future__ import annotations
 
+import codecs
 import json
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -52,13 +59,11 @@ class RunRecord:
         return float(value) if isinstance(value, int | float) else None
 
     def samples(self, metric: str) -> list[float]:
-        """The metric's values, one per repetition (bad entries dropped)."""
+        """The metric's values, one per repetition (bad entries, NaN and infinities dropped)."""
         values = self.metrics.get(metric)
-        if isinstance(values, int | float) and not isinstance(values, bool):
-            return [float(values)]
         if not isinstance(values, list):
-            return []
-        return [float(v) for v in values if isinstance(v, int | float) and not isinstance(v, bool)]
+            values = [values]
+        return [float(v) for v in values if is_number(v) and math.isfinite(v)]
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: getattr(self, k) for k in _KNOWN}
@@ -78,16 +83,30 @@ def to_record(data: Any, *, where: str = "record") -> RunRecord:
             raise RecordError(f"{where}: '{key}' is missing or not a string")
     if data["role"] not in ROLES:
         raise RecordError(
-            f"{where}: 'role' must be one of {', '.join(ROLES)}, not {data['role']!r}"
+            f"{where}: 'role' must be one of {', '.join(ROLES)}, not {_short(data['role'])}"
         )
     if data["status"] not in STATUSES:
         raise RecordError(
-            f"{where}: 'status' must be one of {', '.join(STATUSES)}, not {data['status']!r}"
+            f"{where}: 'status' must be one of {', '.join(STATUSES)}, not {_short(data['status'])}"
         )
     for key in ("change", "server_args", "env", "metrics", "fingerprint"):
         if data.get(key) is not None and not isinstance(data[key], dict):
             raise RecordError(f"{where}: '{key}' must be an object")
     change = data.get("change") or {}
+    for key in ("server_args", "env"):
+        if change.get(key) is not None and not isinstance(change[key], dict):
+            raise RecordError(f"{where}: 'change.{key}' must be an object")
+    for key in ("parent", "started_at", "finished_at"):
+        if data.get(key) is not None and not isinstance(data[key], str):
+            raise RecordError(f"{where}: '{key}' must be a string or null")
+    fallbacks = data.get("fallbacks")  # the engine's fallback lines (jobs.core.rules)
+    if fallbacks is not None and not (
+        isinstance(fallbacks, list) and all(isinstance(x, str) for x in fallbacks)
+    ):
+        raise RecordError(f"{where}: 'fallbacks' must be a list of strings")
+    exit_code = data.get("exit_code")
+    if exit_code is not None and (not isinstance(exit_code, int) or isinstance(exit_code, bool)):
+        raise RecordError(f"{where}: 'exit_code' must be a whole number or null")
     return RunRecord(
         batch=data["batch"],
         preset=data["preset"],
@@ -102,7 +121,7 @@ def to_record(data: Any, *, where: str = "record") -> RunRecord:
         },
         server_args=dict(data.get("server_args") or {}),
         env={str(k): str(v) for k, v in (data.get("env") or {}).items()},
-        exit_code=data.get("exit_code"),
+        exit_code=exit_code,
         log_tail=str(data.get("log_tail") or ""),
         metrics=dict(data.get("metrics") or {}),
         fingerprint=dict(data.get("fingerprint") or {}),
@@ -112,16 +131,122 @@ def to_record(data: Any, *, where: str = "record") -> RunRecord:
     )
 
 
+# --------------------------------------------------------------------------- a file of records
+
+MAX_DEPTH = 32  # a record nests 4 deep; deeper is an attack on whatever walks it
+MAX_METRIC = 1e15  # no throughput, latency, count or length comes near; sums stay finite
+
+
+def decode_lines(data: bytes, *, source: str = "RUNS.jsonl") -> list[str]:
+    """A file's bytes as text lines: UTF-8 (a UTF-8 byte-order mark is dropped), split on
+    newlines only (JSON strings may hold U+2028); anything else names its line."""
+    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise RecordError(f"{source}:1: UTF-16 text (a byte-order mark); run records are UTF-8")
+    data = data.removeprefix(codecs.BOM_UTF8)
+    lines = []
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        if b"\x00" in raw:
+            raise RecordError(f"{source}:{number}: NUL bytes (UTF-16?); run records are UTF-8")
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise RecordError(
+                f"{source}:{number}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
+                f"{exc.start + 1})"
+            ) from None
+    return lines
+
+
 def parse_lines(lines: Iterable[str], *, source: str = "RUNS.jsonl") -> Iterator[RunRecord]:
     """Records from JSON lines; a malformed line raises RecordError naming the line number."""
+    seen: dict[tuple[str, str], int] = {}
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise RecordError(f"{source}:{number}: not valid JSON ({exc.msg})") from None
-        yield to_record(data, where=f"{source}:{number}")
+        where = f"{source}:{number}"
+        record = to_record(_decode(line, where=where), where=where)
+        _check_metrics(record, where=where)
+        first = seen.setdefault((record.batch, record.approach), number)
+        if first != number:
+            raise RecordError(
+                f"{where}: approach {_short(record.approach)} appears twice in batch "
+                f"{_short(record.batch)} (first at line {first})"
+            )
+        yield record
+
+
+def _decode(line: str, *, where: str) -> Any:
+    try:
+        data = json.loads(line, parse_constant=_no_constant, parse_float=_finite_float,
+                          parse_int=_bounded_int)
+    except RecursionError:
+        raise RecordError(f"{where}: nested too deeply") from None
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    except ValueError as exc:  # NaN, Infinity, a float or an integer out of range
+        raise RecordError(f"{where}: {str(exc).splitlines()[0]}") from None
+    _check_tree(data, where=where)
+    return data
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{_short(text)} is out of range")
+    return value
+
+
+def _bounded_int(text: str) -> int:
+    if len(text.lstrip("-")) > 30:  # no count, code or measurement has more digits
+        raise ValueError(f"a number of {len(text)} digits is out of range")
+    return int(text)
+
+
+def _check_tree(data: Any, *, where: str) -> None:
+    """Depth and strings of decoded JSON, walked without recursion."""
+    stack: list[tuple[Any, int]] = [(data, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise RecordError(f"{where}: nested deeper than {MAX_DEPTH} levels")
+        if isinstance(node, dict):
+            stack.extend((k, depth) for k in node)
+            stack.extend((v, depth + 1) for v in node.values())
+        elif isinstance(node, list):
+            stack.extend((v, depth + 1) for v in node)
+        elif isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                code = ord(node[exc.start])
+                raise RecordError(
+                    f"{where}: a string holds a lone surrogate (\\u{code:04x})") from None
+
+
+def _check_metrics(record: RunRecord, *, where: str) -> None:
+    """Every measured number is a rate, a time, a count or a length: never below 0."""
+    for name, values in record.metrics.items():
+        for value in values if isinstance(values, list) else [values]:
+            if is_number(value) and not 0 <= value <= MAX_METRIC:
+                shown = name if name.isprintable() and len(name) <= 40 else _short(name, 40)
+                raise RecordError(
+                    f"{where}: metrics.{shown} holds {value:g}: a measurement is "
+                    f"between 0 and {MAX_METRIC:g}"
+                )
+
+
+def is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """`repr(value)` on one line, cut: a message quotes input, never floods with it."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def to_jsonl(records: Iterable[RunRecord]) -> str:
