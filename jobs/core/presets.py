@@ -164,6 +164,11 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
         preset = Preset.model_validate({**data, "source": source})
     except ValidationError as exc:
         raise PresetError(_describe(exc, node=node, source=source, data=data)) from None
+    if not is_preset_name(preset.name):  # chat names it (retry, history): never a path
+        raise PresetError(
+            f"{source}{_line_of(node, ('name',))}: key 'name' must be a plain name (letters, "
+            "digits, '.', '_', '-'; no folder, no .yaml)"
+        )
     if stem is not None and preset.name != stem:
         line = _line_of(node, ("name",))
         raise PresetError(

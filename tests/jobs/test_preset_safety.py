@@ -181,3 +181,10 @@ def test_run_from_the_cli_runs_a_preset_file_by_path(
         assert time.monotonic() < deadline
         time.sleep(0.02)
     assert row.preset == "mine" and row.state == "done"
+
+
+@pytest.mark.parametrize("name", ["../evil", "evil.yaml", "a/b", ".hidden"])
+def test_a_preset_name_is_never_path_like(name: str) -> None:
+    # A stored batch names its preset; `retry` from chat loads it by that name again.
+    with pytest.raises(PresetError, match="key 'name' must be a plain name"):
+        parse_preset(DEMO.replace("name: demo", f"name: {name!r}"), source="cfg/x.yaml")
