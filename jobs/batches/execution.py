@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from jobs import settings
+from jobs.batches import sweeping
+from jobs.batches.planning import new_batch_id
 from jobs.core.errors import UserError
 from jobs.core.events import EventSink, make_event
 from jobs.core.plans import BatchPlan, RunConfig
@@ -80,10 +82,16 @@ def execute_batch(
     sink: EventSink,
     should_stop: Callable[[], bool] | None = None,
     engine: Engine | None = None,
+    inline: bool = False,
 ) -> dict[str, Any]:
-    """Run (or resume) a stored batch to its end; returns the report."""
+    """Run (or resume) a stored batch to its end; returns the report.
+
+    A sweep's confirmation batch is run by its sweep batch (`inline`), on the same worker, right
+    after the sweep; taken up on its own (a recovery sweep) it is left for the sweep to resume."""
     row = _row(store, batch_id)
     plan = row.plan
+    if plan.confirms is not None and not inline:
+        return {}
     engine = engine or get_engine(plan.engine)
     cancel = _CancelWatch(store, batch_id, should_stop)
     host = socket.gethostname()
@@ -94,9 +102,15 @@ def execute_batch(
         return _refuse(store, sink, batch_id, host=host, why=refusal)
     store.set_state(batch_id, "running", host=host)
     names = [c.approach for c in plan.configs]
+    of = len(names) + (plan.sweep.max_servers if plan.sweep else 0)  # at most, with a sweep
+    sweep_info = None if plan.sweep is None else {
+        "name": plan.sweep.name, "search": plan.sweep.search, "points": len(plan.sweep.points),
+        "max_servers": plan.sweep.max_servers,
+    }
     sink.emit(make_event(
         "batch.started", batch_id, host=host, queue=row.queue, approaches=names,
-        reps=plan.reps, warnings=list(plan.warnings), preset=plan.preset,
+        reps=plan.reps, warnings=list(plan.warnings), preset=plan.preset, sweep=sweep_info,
+        confirms=plan.confirms,
     ))
     # The host probes (nvidia-smi, the SGLang interpreter) run while the first server starts.
     probing = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe")
@@ -105,13 +119,13 @@ def execute_batch(
     baseline = done.get("baseline")
     metric, rules = metric_of(plan), load_rules()
     judged: dict[str, Verdict] = {}  # each approach judged once: for its event and the report
-    for index, config in enumerate(plan.configs):
-        if config.approach in done:
-            continue
+
+    def run(config: RunConfig, index: int) -> RunRecord:
+        nonlocal baseline
         ctx = RunContext(
             batch_id=batch_id, plan=plan, log_path=log_path(batch_id, config.approach),
             fingerprint={}, should_stop=cancel, baseline=baseline,
-            on_phase=_phase_emitter(sink, batch_id, config.approach, index, len(names)),
+            on_phase=_phase_emitter(sink, batch_id, config.approach, index, of),
         )
         record = _run_one(engine, config, ctx, bad=bad.get(config.approach), cancel=cancel)
         record = to_stored(dataclasses.replace(record, fingerprint=fingerprint_of.result()), plan)
@@ -121,8 +135,28 @@ def execute_batch(
         elif baseline is not None:
             judged[record.approach] = judge(record, baseline, metric=metric, rules=rules)
         _emit_finished(sink, record, verdict=judged.get(record.approach), plan=plan,
-                       index=index, of=len(names))
+                       index=index, of=of)
+        return record
+
+    for index, config in enumerate(plan.configs):
+        if config.approach not in done:
+            run(config, index)
+    measured: dict[str, float | None] = {}
+    if plan.sweep is not None:
+        measured = sweeping.point_values(plan, list(done.values()))
+        base_value = median(baseline.samples(plan.metric)) if baseline else None
+        sweeping.run_points(plan, batch_id=batch_id, measured=measured, base_value=base_value,
+                            run=run, stop=cancel)
     report = build_report(store.records(batch_id), plan, rules=rules, judged=judged)
+    if plan.sweep is not None:
+        point = sweeping.winner(plan, measured, report["baseline"]["value"])
+        confirmation = None if point is None or cancel() else sweeping.confirm(
+            plan, row, point, store=store, new_id=new_batch_id,
+            execute=lambda confirm_id: execute_batch(
+                confirm_id, store=store, sink=sink, should_stop=should_stop, engine=engine,
+                inline=True),
+        )
+        report = sweeping.add_sweep(report, plan, measured, confirmation)
     state = "cancelled" if cancel.requested else "done"
     report["state"] = state
     store.save_report(batch_id, report)
@@ -135,8 +169,8 @@ def execute_batch(
 def _preflight(engine: Engine, plan: BatchPlan) -> dict[str, str]:
     """Approach -> why the installed engine refuses it; a preflight that cannot run at all (no
     SGLang to ask) refuses the baseline."""
-    try:
-        return engine.preflight(plan)
+    try:  # a sweep's points are checked with the rest: none starts with a flag refused
+        return engine.preflight(dataclasses.replace(plan, configs=(*plan.configs, *plan.points)))
     except UserError as exc:
         return {"baseline": str(exc)}
 

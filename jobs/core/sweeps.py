@@ -176,8 +176,8 @@ def sweep_section(
     confirmation: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """The report's `sweep` key (SPEC.md): the grid's size, what was measured, the best point
-    and the confirmation's verdict. The baseline-equal point counts as measured: by the
-    baseline."""
+    and the confirmation's verdict. `measured` counts the points that got a server; the best
+    may be the baseline-equal point, measured by the baseline itself."""
     values = dict(measured)
     if sweep.same_as_baseline is not None:
         values[sweep.same_as_baseline] = base_value
@@ -186,7 +186,8 @@ def sweep_section(
         "name": sweep.name,
         "search": sweep.search,
         "points": len(sweep.points),
-        "measured": len([n for n in values if n in {p.approach for p in sweep.points}]),
+        "measured": len([n for n in measured if n in {p.approach for p in sweep.points}
+                         and n != sweep.same_as_baseline]),
         "best": None if best is None else {
             "approach": best[0], "value": best[1], "delta_pct": delta_pct(best[1], base_value),
         },

@@ -1,0 +1,119 @@
+"""A batch's sweep: its points run one by one as the search proposes them, then the winner's
+confirmation, a second batch of the baseline and the winner (SPEC.md "Sweeps and search").
+
+Everything here resumes from the store: the points already recorded are the search's state, and
+the confirmation batch is found again by its idempotency key, so a worker killed mid-sweep or
+mid-confirmation finishes the sweep without running a point twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from jobs.core.plans import BatchPlan, RunConfig
+from jobs.core.records import RunRecord
+from jobs.core.sweeps import best_point, is_better, sweep_section
+from jobs.core.verdicts import median
+from jobs.search import next_point
+from jobs.store import TERMINAL_STATES, BatchRow, Store
+
+
+def point_values(plan: BatchPlan, records: list[RunRecord]) -> dict[str, float | None]:
+    """Each recorded point's value (the median of the metric; None without a sample)."""
+    names = {c.approach for c in plan.points}
+    return {r.approach: median(r.samples(plan.metric)) for r in records if r.approach in names}
+
+
+def run_points(
+    plan: BatchPlan,
+    *,
+    batch_id: str,
+    measured: dict[str, float | None],
+    base_value: float | None,
+    run: Callable[[RunConfig, int], RunRecord],
+    stop: Callable[[], bool],
+) -> None:
+    """Run the points the search proposes until it is done; `measured` is updated in place."""
+    sweep = plan.sweep
+    assert sweep is not None
+    known = dict(measured)
+    if sweep.same_as_baseline is not None and base_value is not None:
+        known[sweep.same_as_baseline] = base_value  # free information for the model
+    while not stop():
+        name = next_point(sweep, known, lower_is_better=plan.lower_is_better, batch=batch_id)
+        if name is None:
+            return
+        index = len(plan.configs) + len([n for n in measured if n != sweep.same_as_baseline])
+        record = run(plan.config(name), index)
+        measured[name] = known[name] = median(record.samples(plan.metric))
+
+
+def winner(
+    plan: BatchPlan, measured: Mapping[str, float | None], base_value: float | None
+) -> str | None:
+    """The best measured point, when it beats the baseline's value (else nothing to confirm)."""
+    best = best_point(measured, lower_is_better=plan.lower_is_better)
+    if best is None or base_value is None:
+        return None
+    return best[0] if is_better(best[1], base_value, lower_is_better=plan.lower_is_better) else None
+
+
+def confirmation_plan(plan: BatchPlan, point: str, *, sweep_batch: str) -> BatchPlan:
+    """The baseline and the winner only, `confirm_reps` repetitions each."""
+    assert plan.sweep is not None
+    return dataclasses.replace(
+        plan, configs=(plan.baseline, plan.config(point)), reps=plan.sweep.confirm_reps,
+        sweep=None, points=(), confirms=sweep_batch, warnings=(),
+    )
+
+
+def confirm(
+    plan: BatchPlan,
+    row: BatchRow,
+    point: str,
+    *,
+    store: Store,
+    execute: Callable[[str], dict[str, Any]],
+    new_id: Callable[[], str],
+) -> dict[str, Any] | None:
+    """Run (or find) the confirmation batch; its verdict on the winner, as the report keeps it."""
+    confirming = confirmation_plan(plan, point, sweep_batch=row.id)
+    crow, _ = store.create_batch(
+        batch_id=new_id(), preset=plan.preset, engine=plan.engine, queue=plan.queue,
+        requested_by=row.requested_by, plan=confirming, channel=None,
+        idempotency_key=f"confirm:{row.id}",
+    )
+    report = crow.report if crow.state in TERMINAL_STATES and crow.report else execute(crow.id)
+    result = next((r for r in (report or {}).get("results", []) if r["approach"] == point), None)
+    if result is None:
+        return {"batch": crow.id, "approach": point, "verdict": "cancelled", "value": None,
+                "delta_pct": None}
+    return {"batch": crow.id, "approach": point, "verdict": result["verdict"],
+            "value": result["value"], "delta_pct": result["delta_pct"]}
+
+
+def add_sweep(
+    report: dict[str, Any],
+    plan: BatchPlan,
+    measured: Mapping[str, float | None],
+    confirmation: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The sweep batch's report with its `sweep` key; its key achievement is the confirmation's
+    (the best of many noisy points is not one until confirmed)."""
+    assert plan.sweep is not None
+    base_value = report["baseline"]["value"]
+    report["sweep"] = sweep_section(
+        plan.sweep, measured, base_value=base_value, lower_is_better=plan.lower_is_better,
+        confirmation=confirmation,
+    )
+    points = {p.approach for p in plan.sweep.points}
+    key = report.get("key_achievement")
+    if key is not None and key.get("approach") in points:
+        confirmed = (confirmation is not None and confirmation["verdict"] == "improved"
+                     and confirmation["approach"] == key["approach"])
+        report["key_achievement"] = None if not confirmed or confirmation is None else {
+            **key, "value": confirmation["value"], "delta_pct": confirmation["delta_pct"],
+        }
+    return report
