@@ -3,7 +3,8 @@
 The same router, templates and thread as the Slack bot; the thread is drawn indented under its
 parent. On a terminal the progress message is redrawn in place; otherwise every update is
 printed as plain lines. With `-c LINE` one line runs, and the console waits for any batch it
-started to end.
+started to end: for its thread, or, should the end event never come (Redis away), for the store
+to say so.
 """
 
 from __future__ import annotations
@@ -15,13 +16,17 @@ from typing import TextIO
 
 from bot.chat.router import Caller, Reply, Router
 from bot.thread.messages import Message, Upload
+from bot.thread.store_retry import is_blip
 from bot.thread.thread_hub import ThreadHub
 from jobs import settings
 from jobs.batches.dispatch import Dispatcher
 from jobs.core.errors import InfraError
+from jobs.store import TERMINAL_STATES, BatchRow
 
 INDENT = "  │ "
 PROMPT = "specbench> "
+STORE_POLL_S = 3.0  # how often a wait asks the store whether its batch has ended
+END_GRACE_S = 12.0  # a thread sees the end itself within its own store poll (5 s); then we do
 
 
 class ConsolePoster:
@@ -95,11 +100,46 @@ class Console:
         return reply
 
     async def wait(self, batch_id: str, *, timeout: float) -> None:
+        """Until the batch's thread has ended. The store is the truth: polled every
+        STORE_POLL_S, a batch it says ended gets END_GRACE_S for its thread to see it (the
+        thread polls the store too), after which its end is posted from the stored row."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        ended_at: float | None = None
+        while (task := self.hub.tasks.get(batch_id)) is not None:
+            left = deadline - loop.time()
+            if left <= 0:
+                self.dispatcher.cancel(batch_id)
+                raise InfraError(f"batch {batch_id} did not finish within {timeout:g} s")
+            done, _ = await asyncio.wait({task}, timeout=min(STORE_POLL_S, left))
+            if done:
+                return
+            row = await asyncio.to_thread(self._stored_row, batch_id)
+            if row is None or row.state not in TERMINAL_STATES:
+                continue
+            ended_at = ended_at or loop.time()
+            if loop.time() - ended_at >= END_GRACE_S:
+                await self._end_from_store(batch_id, row)
+                return
+
+    def _stored_row(self, batch_id: str) -> BatchRow | None:
         try:
-            await asyncio.wait_for(self.hub.wait(batch_id), timeout=timeout)
-        except TimeoutError:
-            self.dispatcher.cancel(batch_id)
-            raise InfraError(f"batch {batch_id} did not finish within {timeout:g} s") from None
+            return self.dispatcher.store.get_batch(batch_id)
+        except Exception as exc:
+            if not is_blip(exc):
+                raise
+            return None  # the next poll tries again
+
+    async def _end_from_store(self, batch_id: str, row: BatchRow) -> None:
+        """The thread missed the end: stop it and post its end from the store."""
+        thread = self.hub.threads.get(batch_id)
+        task = self.hub.tasks.get(batch_id)
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if thread is not None:
+            thread.row = row
+            await thread.finish()
 
     async def run_line(self, line: str, *, timeout: float) -> int:
         self.hub.start()

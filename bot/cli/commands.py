@@ -54,13 +54,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         ctx.close()
 
 
+STORE_POLL_S = 3.0  # how often `run` asks the store whether its batch has ended
+END_GRACE_S = 2.0  # the end event's head start once the store says the batch ended
+
+
 def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace) -> int:
-    """Submit, follow the batch's events on stderr, print its report on stdout."""
+    """Submit, follow the batch's events on stderr, print its report on stdout.
+
+    The store is the truth: it is polled every STORE_POLL_S, so that a batch whose end event
+    never comes (Redis went away as it ended) still ends the wait, with the stored report."""
     import time
 
     from bot.cli.progress import ProgressBar
     from jobs.commands import run
     from jobs.core.messages import render_report
+    from jobs.store import TERMINAL_STATES
 
     bar = ProgressBar(sys.stderr)
     dispatcher = ctx.dispatcher
@@ -70,9 +78,12 @@ def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace) -> int:
     if submitted.live_workers == 0:
         bar.note(f"batch {batch_id} queued on {plan.queue!r}, which no live worker serves yet")
     deadline = time.monotonic() + args.timeout
+    polled = time.monotonic()
+    ended_at: float | None = None  # when the store first said the batch had ended
     started = False
     interrupted = False
     report: dict[str, Any] | None = None
+    row: Any = None
     try:
         while True:
             try:
@@ -84,22 +95,32 @@ def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace) -> int:
                 bar.note("interrupt: cancelling the batch (Ctrl-C again to leave it running)")
                 dispatcher.cancel(batch_id)
                 continue
-            if event is None:
-                if time.monotonic() >= deadline:
-                    if not started:
-                        dispatcher.cancel(batch_id)
-                        raise InfraError(
-                            f"no worker picked batch {batch_id} up within {args.timeout:g} s"
-                        )
-                    raise InfraError(f"batch {batch_id} did not finish within {args.timeout:g} s")
+            if event is not None and event.get("batch") == batch_id:
+                started = started or event["type"] != "batch.queued"
+                bar.on_event(event)
+                if event["type"] in ("batch.finished", "batch.cancelled"):
+                    report = event.get("report")
+                    break
                 continue
-            if event.get("batch") != batch_id:
-                continue
-            started = started or event["type"] != "batch.queued"
-            bar.on_event(event)
-            if event["type"] in ("batch.finished", "batch.cancelled"):
-                report = event.get("report")
+            now = time.monotonic()
+            if ended_at is None and now - polled >= STORE_POLL_S:
+                polled = now
+                row = _stored_row(dispatcher.store, batch_id)
+                started = started or (row is not None and row.state != "queued")
+                if row is not None and row.state in TERMINAL_STATES:
+                    ended_at = now
+            if ended_at is not None and now - ended_at >= END_GRACE_S:
+                bar.note(f"batch {batch_id} ended {row.state} (from the store: its end event "
+                         "did not come)")
+                report = row.report
                 break
+            if now >= deadline:
+                if not started:
+                    dispatcher.cancel(batch_id)
+                    raise InfraError(
+                        f"no worker picked batch {batch_id} up within {args.timeout:g} s"
+                    )
+                raise InfraError(f"batch {batch_id} did not finish within {args.timeout:g} s")
     finally:
         subscription.close()
         bar.close()
@@ -111,6 +132,18 @@ def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace) -> int:
                          f"without a report: {row.error if row else ''}")
     sys.stdout.write(render_report(report, args.format))
     return 1 if interrupted else 0
+
+
+def _stored_row(store: Any, batch_id: str) -> Any:
+    """The batch's row, or None while the store is unreachable (the next poll tries again)."""
+    from bot.thread.store_retry import is_blip
+
+    try:
+        return store.get_batch(batch_id)
+    except Exception as exc:
+        if not is_blip(exc):
+            raise
+        return None
 
 
 def cmd_show(args: argparse.Namespace) -> int:

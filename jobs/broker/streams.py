@@ -28,6 +28,10 @@ _RETRY_S = {"batch.finished": 30.0, "batch.cancelled": 30.0, "batch.started": 10
             "batch.queued": 10.0}
 _DEFAULT_RETRY_S = 3.0
 _ERRORS = (redis.ConnectionError, redis.TimeoutError, OSError)
+# What a subscription rides out: any client-side failure (a reply cut off mid-way reads as a
+# protocol error), never raised to a caller that waits for events (`specbench run`).
+_READ_ERRORS = (redis.RedisError, OSError)
+_AWAY_PAUSE_S = (0.2, 1.0)  # between reads while Redis is away: from, doubling to
 
 
 def connect(url: str, *, timeout_s: float = 5.0) -> redis.Redis:
@@ -72,7 +76,8 @@ class StreamSink:
 class StreamSubscription:
     """The events appended after it was made (of one batch, or all): XREAD from the then-last ID.
 
-    It rides out a Redis restart: an unreachable Redis reads as "no event yet".
+    It rides out a Redis restart or outage: an unreachable Redis reads as "no event yet" (it
+    is retried quietly, with backoff; `specbench run` polls the store meanwhile).
     """
 
     def __init__(self, client: redis.Redis, *, batch: str | None = None,
@@ -81,12 +86,14 @@ class StreamSubscription:
         self._stream = stream
         self._batch = batch
         self._buffer: list[Event] = []
+        self._pause = _AWAY_PAUSE_S[0]
+        self._away_since: float | None = None
         self._last = self._last_id()
 
     def _last_id(self) -> str:
         try:
             newest = self._client.xrevrange(self._stream, count=1)
-        except _ERRORS:
+        except _READ_ERRORS:
             return "0-0"
         if not newest:
             return "0-0"
@@ -106,15 +113,29 @@ class StreamSubscription:
             try:
                 answer = self._client.xread({self._stream: self._last}, count=100,
                                             block=max(int(left * 1000), 1))
-            except _ERRORS:
-                time.sleep(min(0.2, max(left, 0)))
+            except _READ_ERRORS as exc:
+                self._on_away(exc)
+                time.sleep(min(self._pause, max(deadline - time.monotonic(), 0)))
+                self._pause = min(self._pause * 2, _AWAY_PAUSE_S[1])
                 continue
+            if self._away_since is not None:
+                log.info("events: Redis answers again after %.1f s",
+                         time.monotonic() - self._away_since)
+                self._away_since, self._pause = None, _AWAY_PAUSE_S[0]
             for entry in _entries(answer):
                 self._last = entry.id
                 self._buffer.append(entry.event)
 
+    def _on_away(self, exc: Exception) -> None:
+        if self._away_since is None:
+            self._away_since = time.monotonic()
+            log.debug("events: Redis unreachable (%s); retrying", type(exc).__name__)
+
     def close(self) -> None:
-        self._client.close()
+        try:
+            self._client.close()
+        except _READ_ERRORS:
+            pass
 
 
 @dataclass(frozen=True)
