@@ -6,6 +6,7 @@ itself renders it with `.env.example` as its env file. Nothing here starts a con
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import shlex
 import shutil
@@ -210,7 +211,8 @@ def test_the_pinned_sglang_release_accepts_every_shipped_preset(
     assert presets, "no shipped SGLang preset"
     for preset in presets:
         plan = resolve(preset)
-        assert SGLangEngine().preflight(plan) == {}, f"{preset.name} on SGLang {version}"
+        every = dataclasses.replace(plan, configs=(*plan.configs, *plan.points))  # sweeps too
+        assert SGLangEngine().preflight(every) == {}, f"{preset.name} on SGLang {version}"
 
 
 # --- .env.example ----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from typing import Any
 
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
-from jobs.core.sweeps import best_point, is_better, sweep_section
+from jobs.core.sweeps import best_point, confirmed_steps, is_better, sweep_section
 from jobs.core.verdicts import median
 from jobs.search import next_point
 from jobs.store import TERMINAL_STATES, BatchRow, Store
@@ -116,4 +116,6 @@ def add_sweep(
         report["key_achievement"] = None if not confirmed or confirmation is None else {
             **key, "value": confirmation["value"], "delta_pct": confirmation["delta_pct"],
         }
+    report["next_steps"] = confirmed_steps(
+        report["next_steps"], plan.sweep, confirmation, metric=plan.metric, base_value=base_value)
     return report

@@ -193,3 +193,44 @@ def sweep_section(
         },
         "confirmation": dict(confirmation) if confirmation is not None else None,
     }
+
+
+def confirmed_steps(
+    steps: list[dict[str, Any]],
+    sweep: SweepPlan,
+    confirmation: Mapping[str, Any] | None,
+    *,
+    metric: str,
+    base_value: float | None,
+) -> list[dict[str, Any]]:
+    """The next steps with the sweep's points judged by the confirmation alone: a confirmed
+    winner's `adopt` names its knobs and the confirmed margin; an unconfirmed point is neither
+    adopted nor accepted (the baseline is accepted instead). Ranks are renumbered."""
+    points = {p.approach: p for p in sweep.points}
+    confirmed = confirmation is not None and confirmation.get("verdict") == "improved"
+    out: list[dict[str, Any]] = []
+    for step in steps:
+        target = step.get("approach")
+        if target not in points or step["kind"] not in ("adopt", "accept"):
+            out.append(dict(step))
+            continue
+        holds = confirmed and confirmation is not None and confirmation["approach"] == target
+        knobs = ", ".join(f"{k}={show_value(v)}" for k, v in points[target].values.items())
+        if step["kind"] == "adopt" and holds:
+            assert confirmation is not None
+            out.append({**step, "action": f"Make {target} the new baseline ({knobs})",
+                        "why": f"confirmed by batch {confirmation['batch']}: "
+                               f"{confirmation['delta_pct']:+.1f}% on {metric}, "
+                               f"{sweep.confirm_reps} repetitions each"})
+        elif step["kind"] == "accept" and not holds:
+            shown = "no measurement" if base_value is None else f"{base_value:.4g} {metric}"
+            out.append({**step, "approach": "baseline",
+                        "action": f"Accept baseline ({shown}) as the best configuration for "
+                                  "this hardware",
+                        "why": f"the sweep's best point ({knobs}) did not hold up in its "
+                               "confirmation"})
+        elif step["kind"] == "accept":
+            out.append(dict(step))
+    for rank, step in enumerate(out, start=1):
+        step["rank"] = rank
+    return out

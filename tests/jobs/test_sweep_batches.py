@@ -8,6 +8,7 @@ is the real code.
 
 from __future__ import annotations
 
+import json
 import math
 import random
 import zlib
@@ -19,6 +20,7 @@ import pytest
 
 from jobs.batches.execution import execute_batch
 from jobs.core.events import CallbackSink, Event
+from jobs.core.messages import render_report
 from jobs.core.plans import BatchPlan, RunConfig, resolve
 from jobs.core.presets import parse_preset
 from jobs.core.records import RunRecord
@@ -139,6 +141,16 @@ def test_an_adaptive_sweep_finds_the_optimum_and_the_confirmation_gives_the_true
                                 "max_servers": 12}
     ofs = {e["of"] for e in events if e["type"] == "approach.finished" and e["batch"] == batch}
     assert ofs == {13}  # "point 5 of at most 12", after the baseline
+    [adopt] = [s for s in report["next_steps"] if s["kind"] == "adopt"]
+    assert adopt["approach"] == winner
+    assert "(cuda-graph-max-bs=128, mem-fraction-static=0.8)" in adopt["action"]
+    assert f"confirmed by batch {confirm.id}" in adopt["why"]
+    text = render_report(report, "text")
+    assert text.splitlines()[1].startswith(
+        f"Sweep tune (adaptive, 12 of 40 points measured): confirmed: "
+        f"{confirmation['delta_pct']:+.1f}%")
+    blocks = json.dumps(render_report(report, "slack"))
+    assert "confirmed: " in blocks
 
 
 def test_on_a_flat_noisy_landscape_the_best_point_is_not_confirmed(store: Store) -> None:
@@ -150,6 +162,11 @@ def test_on_a_flat_noisy_landscape_the_best_point_is_not_confirmed(store: Store)
     confirmation = sweep["confirmation"]
     assert confirmation is not None and confirmation["verdict"] != "improved", confirmation
     assert report["key_achievement"] is None
+    assert not [s for s in report["next_steps"] if s["kind"] == "adopt"]
+    [accept] = [s for s in report["next_steps"] if s["kind"] == "accept"]
+    assert accept["approach"] == "baseline" and "did not hold up" in accept["why"]
+    line = render_report(report, "text").splitlines()[1]
+    assert f"not confirmed: the best point's {sweep['best']['delta_pct']:+.1f}% was noise" in line
 
 
 def test_a_grid_sweep_runs_every_point_but_the_baseline_one(store: Store) -> None:
