@@ -1,6 +1,7 @@
 """Bench of the Slack HTTP bot's body cap (issue 10): what a 20 MB unsigned POST costs a real
-`specbench bot --http PORT` process, in memory (VmRSS of /proc/PID/status, before and after)
-and in log (its log file's size, before and after). `run()` returns name → figure.
+`specbench bot --http PORT` process, in memory (VmRSS of /proc/PID/status, before and after,
+and the growth of its peak, VmHWM) and in log (its log file's size, before and after).
+`run()` returns name → figure.
 
 Two bodies: one with a Content-Length (refused with 413 before a byte of it is read) and one
 chunked, with no length (read up to the cap, then refused).
@@ -30,7 +31,7 @@ def run() -> dict[str, str]:
     try:
         time.sleep(1.0)  # start-up settles (auth.test, catch-up) outside the figures
         for name, chunked in (("Content-Length", False), ("chunked, no length", True)):
-            rss, logged = bot.rss_mib(), bot.log_bytes()
+            rss, peak, logged = bot.rss_mib(), bot.rss_mib("VmHWM"), bot.log_bytes()
             started = time.monotonic()
             status, sent = post_twenty_mb(bot.port, chunked=chunked)
             took = time.monotonic() - started
@@ -38,7 +39,8 @@ def run() -> dict[str, str]:
             figures[f"http_body.20MB_unsigned ({name}): status, body bytes sent, s"] = (
                 f"{status}, {sent}, {took:.2f}")
             figures[f"http_body.20MB_unsigned ({name}): bot RSS growth MiB"] = (
-                f"{bot.rss_mib() - rss:.1f} (from {rss:.0f})")
+                f"{bot.rss_mib() - rss:.1f} (from {rss:.0f}; peak "
+                f"+{bot.rss_mib('VmHWM') - peak:.1f})")
             figures[f"http_body.20MB_unsigned ({name}): bot log growth KiB"] = (
                 f"{(bot.log_bytes() - logged) / 1024:.2f}")
     finally:

@@ -1,0 +1,100 @@
+"""`specbench run`'s wait when no end event ever comes: the store's word ends it, with the
+usual outcome for each terminal state (a unit test of `_run_and_wait`; tests/bot/test_redis_away
+has the real processes)."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import time
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from bot.cli import commands
+from jobs.core.errors import InfraError, UserError
+from jobs.core.events import Event
+
+
+class Silent:
+    """A subscription whose events never come (Redis went away)."""
+
+    def get(self, timeout: float) -> Event | None:
+        time.sleep(min(timeout, 0.05))
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class StoreSays:
+    state: str
+    report: dict[str, Any] | None = None
+    error: str | None = None
+    asked: list[float] = field(default_factory=list)
+
+    def get_batch(self, batch_id: str) -> Any:
+        self.asked.append(time.monotonic())
+        return SimpleNamespace(id=batch_id, state=self.state, report=self.report,
+                               error=self.error)
+
+
+def wait(monkeypatch: pytest.MonkeyPatch, store: StoreSays) -> tuple[int, str, str]:
+    from jobs.commands import run
+
+    monkeypatch.setattr(commands, "STORE_POLL_S", 0.2)
+    monkeypatch.setattr(commands, "END_GRACE_S", 0.2)
+    row = SimpleNamespace(id="b-quiet", state="queued")
+    monkeypatch.setattr(run, "submit", lambda ctx, plan: SimpleNamespace(
+        submitted=SimpleNamespace(batch=row, live_workers=1)))
+    monkeypatch.setattr("jobs.core.messages.render_report",
+                        lambda report, fmt: f"REPORT {report['batch']} ({fmt})\n")
+    out, err = io.StringIO(), io.StringIO()
+    monkeypatch.setattr("sys.stdout", out)
+    monkeypatch.setattr("sys.stderr", err)
+    dispatcher = SimpleNamespace(subscribe=lambda: Silent(), store=store,
+                                 cancel=lambda batch_id: None)
+    ctx = SimpleNamespace(dispatcher=dispatcher)
+    args = argparse.Namespace(timeout=30.0, format="text")
+    code = commands._run_and_wait(ctx, SimpleNamespace(queue="default"), args)
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_a_done_batch_ends_the_wait_with_its_stored_report(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started = time.monotonic()
+    code, out, err = wait(monkeypatch, StoreSays("done", report={"batch": "b-quiet"}))
+    assert code == 0 and out == "REPORT b-quiet (text)\n"
+    assert "from the store" in err
+    assert time.monotonic() - started < 5
+
+
+def test_a_refused_batch_is_bad_input(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(UserError, match="refused: no such flag --nope"):
+        wait(monkeypatch, StoreSays("refused", error="no such flag --nope"))
+
+
+def test_a_failed_batch_without_a_report_is_an_infrastructure_failure(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with pytest.raises(InfraError, match="ended failed without a report: worker died"):
+        wait(monkeypatch, StoreSays("failed", error="worker died"))
+
+
+def test_an_unreachable_store_is_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from sqlalchemy.exc import OperationalError
+
+    class Flaky(StoreSays):
+        def get_batch(self, batch_id: str) -> Any:
+            if len(self.asked) < 2:
+                self.asked.append(time.monotonic())
+                raise OperationalError("SELECT", {}, ConnectionRefusedError("refused"))
+            return super().get_batch(batch_id)
+
+    store = Flaky("done", report={"batch": "b-quiet"})
+    code, out, _ = wait(monkeypatch, store)
+    assert code == 0 and "REPORT" in out and len(store.asked) >= 3
