@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from bot.thread.messages import Message, render_message
 from jobs.core.events import Event
@@ -32,6 +33,7 @@ class ProgressMessage:
     batch: str
     rows: dict[str, ProgressRow]
     started_at: float | None = None  # time.monotonic() at batch.started
+    sweep: dict[str, Any] | None = None  # batch.started's sweep: its points get rows as they run
 
     @classmethod
     def of(cls, batch: str, approaches: Iterable[str]) -> ProgressMessage:
@@ -39,9 +41,9 @@ class ProgressMessage:
 
     def add_records(self, records: Iterable[RunRecord]) -> None:
         """The rows of the approaches whose run is stored, unless already ended."""
-        for record in records:
+        for record in records:  # a sweep's points have a row once they have a run
             row = self.rows.get(record.approach)
-            if row is not None and not row.done:
+            if row is None or not row.done:
                 self.rows[record.approach] = to_stored_row(record)
 
     def apply(self, event: Event) -> bool:
@@ -49,6 +51,10 @@ class ProgressMessage:
         kind = event.get("type")
         if kind == "batch.started":
             self.started_at = time.monotonic()
+            self.sweep = event.get("sweep") or None
+        elif kind in ("approach.phase", "approach.finished") and self._is_new_point(event):
+            self.rows[str(event["approach"])] = ProgressRow(str(event["approach"]))
+            return self.apply(event)
         elif kind == "approach.phase" and event.get("approach") in self.rows:
             row = self.rows[event["approach"]]
             phase = event.get("phase", "")
@@ -62,12 +68,21 @@ class ProgressMessage:
             return False
         return True
 
+    def _is_new_point(self, event: Event) -> bool:
+        name = event.get("approach")
+        return (self.sweep is not None and isinstance(name, str) and name not in self.rows
+                and name.startswith(f"{self.sweep.get('name')}@"))
+
     def render(self, *, final: str | None = None) -> Message:
         """The message (not yet scrubbed of secrets); `final` is the batch's end state."""
         elapsed = None if self.started_at is None else time.monotonic() - self.started_at
+        sweep = None
+        if self.sweep is not None:
+            prefix = f"{self.sweep.get('name')}@"
+            sweep = {**self.sweep, "point": sum(a.startswith(prefix) for a in self.rows)}
         return render_message(
             "batch_progress", batch=self.batch, rows=list(self.rows.values()), final=final,
-            elapsed=elapsed, finished=sum(r.done for r in self.rows.values()),
+            elapsed=elapsed, finished=sum(r.done for r in self.rows.values()), sweep=sweep,
         )
 
 
