@@ -54,6 +54,7 @@ class BatchThread:
     host: str | None = None
     report: dict[str, Any] | None = None
     _unacked: list[Ack] = field(default_factory=list)
+    _store_away_since: float | None = None  # the follow loop's poll failing since then
 
     def __post_init__(self) -> None:
         plan = self.row.plan
@@ -150,13 +151,16 @@ class BatchThread:
         except Exception as exc:
             if not is_blip(exc):
                 raise
-            if poll == STORE_POLL_S:
+            if self._store_away_since is None:
+                self._store_away_since = time.monotonic()
                 log.warning("batch %s: the store is unreachable (%s); polling it again",
                             self.row.id, describe(exc))
                 return None, FIRST_PAUSE_S
             return None, next_pause(poll)
-        if poll != STORE_POLL_S:
-            log.info("batch %s: the store answered again", self.row.id)
+        if self._store_away_since is not None:
+            log.info("batch %s: the store answered again after %.1f s", self.row.id,
+                     time.monotonic() - self._store_away_since)
+            self._store_away_since = None
         return row, STORE_POLL_S
 
     def _apply(self, event: Event) -> bool:

@@ -98,3 +98,38 @@ def test_an_unreachable_store_is_asked_again(monkeypatch: pytest.MonkeyPatch) ->
     store = Flaky("done", report={"batch": "b-quiet"})
     code, out, _ = wait(monkeypatch, store)
     assert code == 0 and "REPORT" in out and len(store.asked) >= 3
+
+
+def test_the_console_posts_the_end_from_the_store_when_its_thread_misses_it(
+    monkeypatch: pytest.MonkeyPatch, slack_env: None
+) -> None:
+    """A thread that never sees its batch end (no end event, no poll) does not hold the console:
+    once the store has said so for END_GRACE_S, the console ends the thread from the store."""
+    import asyncio
+
+    from bot import console as console_module
+    from bot.chat.router import Access, Router
+    from bot.thread.batch_thread import BatchThread
+    from jobs.batches.dispatch import EmbeddedDispatcher
+    from jobs.store import Store
+    from tests.bot.conftest import FakeEngine
+
+    async def deaf(self: BatchThread) -> None:
+        await asyncio.Event().wait()
+
+    monkeypatch.setattr(BatchThread, "follow", deaf)
+    monkeypatch.setattr(console_module, "STORE_POLL_S", 0.2)
+    monkeypatch.setattr(console_module, "END_GRACE_S", 0.5)
+    dispatcher = EmbeddedDispatcher(Store(), engine_factory=lambda name: FakeEngine())
+    out = io.StringIO()
+    console = console_module.Console(dispatcher, out)
+    console.router = Router(dispatcher, Access(), lambda name: FakeEngine())  # its preflight
+    try:
+        started = time.monotonic()
+        code = asyncio.run(console.run_line("run demo", timeout=30))
+    finally:
+        dispatcher.close()
+    assert code == 0
+    assert time.monotonic() - started < 15
+    assert "Key achievement: faster" in out.getvalue()
+    assert out.getvalue().count("Key achievement") == 1
