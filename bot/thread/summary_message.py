@@ -11,6 +11,7 @@ from typing import Any
 from bot.thread.messages import Message, Upload
 from jobs import settings
 from jobs.charts.summary import to_chart_png
+from jobs.charts.sweep import landscape_png, pareto_png
 from jobs.core.messages import (
     environment,
     fit_blocks,
@@ -20,6 +21,8 @@ from jobs.core.messages import (
 )
 from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
+from jobs.core.sweeps import best_point
+from jobs.core.verdicts import median
 
 LOG_LINES = 40
 
@@ -49,6 +52,8 @@ def summary_uploads(
     if png is not None:
         files.append(Upload(f"{batch_id}-chart.png", png,
                             f"{plan.metric}: each approach against the baseline"))
+    if plan.sweep is not None:
+        files.extend(sweep_uploads(records, batch_id=batch_id, plan=plan))
     lines = [redact(json.dumps(_shown(r))) for r in records]
     files.append(Upload(f"{batch_id}-runs.jsonl", ("\n".join(lines) + "\n").encode(),
                         f"run records of {batch_id}"))
@@ -77,3 +82,27 @@ def logs_message(*, store: Any, batch_id: str) -> Message:
                          "lines": len(lines), "tail": tail})
     text = render_text("batch_logs", batch=batch_id, logs=logs)
     return Message(text=settings.redact(text, secrets=secrets))
+
+
+def sweep_uploads(records: list[RunRecord], *, batch_id: str, plan: BatchPlan) -> list[Upload]:
+    """A sweep's landscape and its throughput-vs-latency Pareto front, when there is data."""
+    assert plan.sweep is not None
+    sweep = plan.sweep
+    names = {p.approach for p in sweep.points}
+    values = {r.approach: median(r.samples(plan.metric)) for r in records if r.approach in names}
+    base = next((r for r in records if r.role == "baseline"), None)
+    if sweep.same_as_baseline is not None and base is not None:
+        values[sweep.same_as_baseline] = median(base.samples(plan.metric))
+    best = best_point(values, lower_is_better=plan.lower_is_better)
+    files: list[Upload] = []
+    landscape = landscape_png(sweep, values, metric=plan.metric,
+                              lower_is_better=plan.lower_is_better,
+                              winner=best[0] if best else None)
+    if landscape is not None:
+        files.append(Upload(f"{batch_id}-landscape.png", landscape,
+                            f"sweep {sweep.name}: {plan.metric} over {', '.join(sweep.grid)}"))
+    pareto = pareto_png(records, metric=plan.metric)
+    if pareto is not None:
+        files.append(Upload(f"{batch_id}-pareto.png", pareto,
+                            f"{plan.metric} against latency: the Pareto front"))
+    return files

@@ -1,0 +1,212 @@
+"""A sweep's charts (PNG): the landscape of the metric over the swept knobs, and the throughput
+against latency Pareto front of every configuration measured.
+
+The landscape is a line for one knob and a heat map for two; a point that got no server is left
+blank (never drawn as a value). With more than two knobs it shows the first two, each cell the
+best value measured over the other knobs. The best measured point is ringed (only the
+confirmation says whether it is a win), the baseline-equal point marked.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import statistics
+from collections.abc import Mapping
+from typing import Any
+
+from jobs.core.records import RunRecord
+from jobs.core.sweeps import SweepPlan, show_value
+
+LATENCIES = ("median_itl_ms", "median_ttft_ms")
+
+
+def _figure(width: float, height: float) -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure  # no pyplot: no global state, thread-safe
+
+    return Figure(figsize=(width, height), dpi=110)
+
+
+def _png(figure: Any) -> bytes:
+    figure.tight_layout()
+    out = io.BytesIO()
+    figure.savefig(out, format="png")
+    return out.getvalue()
+
+
+def landscape_png(
+    sweep: SweepPlan,
+    values: Mapping[str, float | None],
+    *,
+    metric: str,
+    lower_is_better: bool,
+    winner: str | None = None,
+) -> bytes | None:
+    """The metric over the grid; `values`: point -> its value (the baseline-equal point may be
+    given the baseline's). None when no point has a value."""
+    if not any(v is not None and math.isfinite(v) for v in values.values()):
+        return None
+    knobs = list(sweep.grid)
+    better = "lower is better" if lower_is_better else "higher is better"
+    if len(knobs) == 1:
+        return _line(sweep, values, metric=metric, better=better, winner=winner)
+    return _heat(sweep, values, metric=metric, better=better, winner=winner,
+                 lower_is_better=lower_is_better)
+
+
+def _line(
+    sweep: SweepPlan, values: Mapping[str, float | None], *, metric: str, better: str,
+    winner: str | None,
+) -> bytes:
+    [knob] = list(sweep.grid)
+    labels = [show_value(v) for v in sweep.grid[knob]]
+    ys = [_value(values, p.approach) for p in sweep.points]
+    figure = _figure(7.0, 3.6)
+    axes = figure.add_subplot()
+    axes.plot(range(len(ys)), ys, "o-", color="#1f5fa8")  # NaN: a gap, not a value
+    for x, point in enumerate(sweep.points):
+        if math.isnan(ys[x]):
+            axes.annotate("not run", (x, 0.02), xycoords=("data", "axes fraction"),
+                          ha="center", fontsize=7, color="#888888")
+        if point.approach == winner:
+            axes.scatter([x], [ys[x]], s=180, facecolors="none", edgecolors="#c23b22", lw=2,
+                         label="best measured" if winner else None)
+        if point.approach == sweep.same_as_baseline:
+            axes.scatter([x], [ys[x]], marker="s", color="#555555", label="baseline")
+    axes.set_xticks(range(len(labels)), labels)
+    axes.set_xlabel(knob)
+    axes.set_ylabel(f"{metric} ({better})")
+    axes.grid(alpha=0.3)
+    axes.set_title(f"sweep {sweep.name}: {_measured(sweep, values)}", fontsize=9)
+    if winner or sweep.same_as_baseline:
+        axes.legend(fontsize=7, frameon=False)
+    return _png(figure)
+
+
+def _heat(
+    sweep: SweepPlan, values: Mapping[str, float | None], *, metric: str, better: str,
+    winner: str | None, lower_is_better: bool,
+) -> bytes:
+    import numpy as np
+
+    knobs = list(sweep.grid)
+    rows, cols = knobs[0], knobs[1]
+    grid = np.array(heat_cells(sweep, values, lower_is_better=lower_is_better))
+    where = {p.approach: (p.index[0], p.index[1]) for p in sweep.points}
+    figure = _figure(7.0, 1.6 + 0.45 * len(sweep.grid[rows]))
+    axes = figure.add_subplot()
+    masked = np.ma.masked_invalid(grid)
+    cmap = _colormap(lower_is_better)
+    image = axes.imshow(masked, cmap=cmap, aspect="auto")
+    figure.colorbar(image, ax=axes, label=f"{metric} ({better})")
+    for (i, j), value in np.ndenumerate(grid):
+        text = "·" if math.isnan(value) else f"{value:.4g}"
+        axes.text(j, i, text, ha="center", va="center", fontsize=7,
+                  color="#888888" if math.isnan(value) else "black")
+    for name, marker in ((winner, "best measured"), (sweep.same_as_baseline, "baseline")):
+        if name and name in where:
+            i, j = where[name]
+            color = "#c23b22" if marker == "best measured" else "#555555"
+            axes.add_patch(_box(j, i, color))
+            axes.plot([], [], "s", mfc="none", mec=color, label=marker)
+    axes.set_xticks(range(len(sweep.grid[cols])), [show_value(v) for v in sweep.grid[cols]])
+    axes.set_yticks(range(len(sweep.grid[rows])), [show_value(v) for v in sweep.grid[rows]])
+    axes.set_xlabel(cols)
+    axes.set_ylabel(rows)
+    extra = f"; best over {', '.join(knobs[2:])}" if len(knobs) > 2 else ""
+    axes.set_title(f"sweep {sweep.name}: {_measured(sweep, values)}; blank: not run{extra}",
+                   fontsize=9)
+    if winner or sweep.same_as_baseline:
+        axes.legend(loc="lower left", bbox_to_anchor=(0.0, 1.08), fontsize=7, frameon=False,
+                    ncol=2)
+    return _png(figure)
+
+
+def heat_cells(
+    sweep: SweepPlan, values: Mapping[str, float | None], *, lower_is_better: bool
+) -> list[list[float]]:
+    """The heat map's cells over the first two knobs: NaN where no point was run, else the best
+    value measured over the other knobs."""
+    first, second = (list(sweep.grid.values()) + [[None]])[:2]
+    cells = [[float("nan")] * len(second) for _ in first]
+    pick = min if lower_is_better else max
+    for point in sweep.points:
+        i, j = point.index[0], point.index[1] if len(point.index) > 1 else 0
+        value = _value(values, point.approach)
+        if not math.isnan(value):
+            cells[i][j] = value if math.isnan(cells[i][j]) else pick(cells[i][j], value)
+    return cells
+
+
+def _colormap(lower_is_better: bool) -> Any:
+    import matplotlib
+
+    return matplotlib.colormaps["viridis_r" if lower_is_better else "viridis"].with_extremes(
+        bad="white")
+
+
+def _box(x: int, y: int, color: str) -> Any:
+    from matplotlib.patches import Rectangle
+
+    return Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor=color, lw=2.5)
+
+
+def _value(values: Mapping[str, float | None], name: str) -> float:
+    value = values.get(name)
+    return float("nan") if value is None or not math.isfinite(value) else float(value)
+
+
+def _measured(sweep: SweepPlan, values: Mapping[str, float | None]) -> str:
+    run = len([p for p in sweep.points if p.approach in values])
+    return f"{run} of {len(sweep.points)} points measured ({sweep.search})"
+
+
+def latency_metric(records: list[RunRecord]) -> str | None:
+    """The latency the records carry (ITL first, then TTFT), or None."""
+    for name in LATENCIES:
+        if any(r.samples(name) for r in records):
+            return name
+    return None
+
+
+def pareto_front(points: list[tuple[str, float, float]]) -> list[str]:
+    """(name, throughput, latency) -> the names no other point beats on both, by throughput."""
+    front = [name for name, tput, lat in points
+             if not any(t >= tput and la <= lat and (t > tput or la < lat)
+                        for other, t, la in points if other != name)]
+    order = {name: tput for name, tput, _ in points}
+    return sorted(front, key=lambda n: order[n])
+
+
+def pareto_png(records: list[RunRecord], *, metric: str) -> bytes | None:
+    """Throughput (`metric`) against median latency for every configuration with both; the
+    front (no configuration faster and quicker at once) drawn as a line. None without data."""
+    latency = latency_metric(records)
+    if latency is None:
+        return None
+    points = []
+    for record in records:
+        tput, lat = record.samples(metric), record.samples(latency)
+        if tput and lat:
+            points.append((record.approach, statistics.median(tput), statistics.median(lat)))
+    if len(points) < 2:
+        return None
+    front = pareto_front(points)
+    figure = _figure(7.0, 4.2)
+    axes = figure.add_subplot()
+    by_name = {name: (tput, lat) for name, tput, lat in points}
+    axes.scatter([lat for _, _, lat in points], [tput for _, tput, _ in points], s=14,
+                 color="#9aa9c0", label="measured")
+    axes.plot([by_name[n][1] for n in front], [by_name[n][0] for n in front], "o-",
+              color="#1f5fa8", label="Pareto front")
+    for name in front:
+        axes.annotate(name, (by_name[name][1], by_name[name][0]), fontsize=6,
+                      xytext=(4, 2), textcoords="offset points")
+    axes.set_xlabel(f"{latency} (lower is better)")
+    axes.set_ylabel(f"{metric} (higher is better)")
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7, frameon=False)
+    return _png(figure)

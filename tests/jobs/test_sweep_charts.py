@@ -1,0 +1,72 @@
+"""A sweep's charts: the landscape leaves points not run blank, the Pareto front is the set no
+configuration beats on both throughput and latency."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from bot.thread.summary_message import summary_uploads
+from jobs.charts.sweep import heat_cells, landscape_png, pareto_front, pareto_png
+from jobs.core.records import RunRecord
+from tests.jobs.test_search import plan_of
+
+pytest.importorskip("matplotlib")
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def record(approach: str, value: float, itl: float | None = None, *, role: str = "approach"
+           ) -> RunRecord:
+    metrics: dict[str, object] = {"output_throughput": [value], "accept_length": None}
+    if itl is not None:
+        metrics["median_itl_ms"] = [itl]
+    return RunRecord(
+        batch="b-1", preset="tune", approach=approach, role=role, parent=None, hypothesis="",
+        change={"server_args": {}, "env": {}}, server_args={}, env={}, status="ok",
+        started_at="2026-01-01T00:00:00Z", finished_at="2026-01-01T00:01:00Z", exit_code=0,
+        log_tail="", metrics=metrics, fingerprint={},
+    )
+
+
+def test_the_heat_map_leaves_points_not_run_blank() -> None:
+    plan = plan_of()
+    assert plan.sweep is not None
+    run = {p.approach: 80.0 + p.index[0] for p in plan.sweep.points[:6]}
+    cells = heat_cells(plan.sweep, run, lower_is_better=False)
+    assert len(cells) == 8 and len(cells[0]) == 5
+    assert cells[0][:5] == [80.0] * 5 and cells[1][0] == 81.0
+    assert all(math.isnan(c) for row in cells[2:] for c in row)
+    assert landscape_png(plan.sweep, run, metric="output_throughput",
+                         lower_is_better=False).startswith(PNG)  # type: ignore[union-attr]
+    assert landscape_png(plan.sweep, {}, metric="m", lower_is_better=False) is None
+
+
+def test_one_knob_is_a_line() -> None:
+    text = __import__("tests.jobs.test_search", fromlist=["SWEPT"]).SWEPT
+    text = text.replace("    mem-fraction-static: [0.75, 0.8, 0.85, 0.88, 0.9]\n", "")
+    plan = plan_of(text.replace("budget: 12", "budget: 4"))
+    assert plan.sweep is not None
+    values = {plan.sweep.points[1].approach: 90.0, plan.sweep.points[3].approach: 95.0}
+    png = landscape_png(plan.sweep, values, metric="output_throughput", lower_is_better=False,
+                        winner=plan.sweep.points[3].approach)
+    assert png is not None and png.startswith(PNG)
+
+
+def test_the_pareto_front() -> None:
+    points = [("a", 100.0, 10.0), ("b", 90.0, 8.0), ("c", 80.0, 9.0), ("d", 110.0, 12.0),
+              ("e", 100.0, 11.0)]
+    assert pareto_front(points) == ["b", "a", "d"]  # c is beaten by b, e by a
+
+
+def test_a_sweep_batch_uploads_its_landscape_and_pareto_front() -> None:
+    plan = plan_of()
+    assert plan.sweep is not None
+    points = plan.sweep.points
+    records = [record("baseline", 80.0, 9.0, role="baseline"),
+               record(points[0].approach, 85.0, 10.0), record(points[7].approach, 92.0, 9.5)]
+    files = summary_uploads(records, batch_id="b-1", plan=plan, redact=lambda t: t)
+    names = [f.filename for f in files]
+    assert names == ["b-1-chart.png", "b-1-landscape.png", "b-1-pareto.png", "b-1-runs.jsonl"]
+    assert all(f.content.startswith(PNG) for f in files if f.filename.endswith(".png"))
+    assert pareto_png(records[:1], metric="output_throughput") is None
