@@ -1,0 +1,118 @@
+"""A worker killed mid-sweep: a real `specbench worker` running an adaptive sweep on the SGLang
+stand-in is killed with SIGKILL; its successor finishes the sweep and the confirmation, and no
+point that had finished runs again. Skipped without Redis unless SPECBENCH_REQUIRE_REDIS=1."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jobs.batches.planning import plan_batch
+from jobs.store import Store
+from tests.jobs.test_distributed import (
+    REPO,
+    TAG,
+    Site,
+    Worker,
+    collect,
+    dispatcher,
+    is_end,
+    leftovers,
+    redis_db,
+    wait_until,
+)
+from tests.standin.harness import STANDIN
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+pytest.importorskip("optuna")
+
+PRESET = f"""\
+name: standin-sweep
+description: an adaptive sweep over the stand-in's throughput
+engine: sglang
+queue: sweepq
+metric: output_throughput
+min_effect_pct: 2.0
+reps: 1
+timeouts: {{startup_s: 60, bench_s: 20}}
+bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
+        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}}
+baseline:
+  server_args: {{model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
+                cuda-graph-max-bs: 8}}
+  env: {{STANDIN_STARTUP_S: "1.0", STANDIN_TAG: "{TAG}", STANDIN_THROUGHPUT: "80"}}
+approaches: []
+sweep:
+  name: tp
+  grid:
+    STANDIN_THROUGHPUT: [60, 70, 85, 95, 110, 100]
+  search: adaptive
+  budget: 4
+  confirm_reps: 2
+"""
+
+
+@pytest.fixture
+def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
+    config = tmp_path / "config"
+    shutil.copytree(REPO / "config", config)
+    (config / "presets" / "standin-sweep.yaml").write_text(PRESET)
+    gen = redis_db()
+    site = Site(root=tmp_path, broker=next(gen))
+    site.env = {
+        "SPECBENCH_DATABASE_URL": site.database, "SPECBENCH_DATA_DIR": str(tmp_path / "data"),
+        "SPECBENCH_CONFIG_DIR": str(config), "SPECBENCH_SGLANG_PYTHON": sys.executable,
+        "SPECBENCH_LEASE_TTL": "3", "SPECBENCH_DIGEST_SCHEDULE": "off",
+        "PYTHONPATH": os.pathsep.join((str(STANDIN), str(REPO))),
+    }
+    Store(site.database).migrate()
+    for name, value in site.env.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("SPECBENCH_BROKER_URL", site.broker)
+    yield site
+    next(gen, None)
+
+
+@pytest.mark.timeout(240)
+def test_a_worker_killed_mid_sweep_is_resumed_and_no_point_runs_twice(site: Site) -> None:
+    store = Store(site.database)
+    worker = Worker(site, "sweepq")
+    d = dispatcher(site)
+    sub = d.subscribe()
+    restarted: Worker | None = None
+    try:
+        batch = d.submit(plan_batch("standin-sweep"), requested_by="U1").batch.id
+        # Killed once two points are stored, while the third runs.
+        wait_until(lambda: len(store.records(batch)) >= 3, timeout=120,
+                   what="the baseline and two points", alive=worker.proc)
+        before = {r.approach: r.started_at for r in store.records(batch)}
+        worker.kill9()
+        restarted = Worker(site, "sweepq")
+        events = collect(sub, is_end(batch), timeout=150)
+    finally:
+        if restarted is not None:
+            restarted.stop()
+        worker.stop()
+        sub.close()
+        d.close()
+    assert events[-1]["type"] == "batch.finished"
+    records = store.records(batch)
+    points = [r.approach for r in records if r.approach.startswith("tp@")]
+    assert len(points) == len(set(points)) == 4, points  # the budget, none twice
+    for record in records:  # what had finished before the kill was not run again
+        if record.approach in before:
+            assert record.started_at == before[record.approach]
+    row = store.get_batch(batch)
+    assert row is not None and row.state == "done" and row.report is not None
+    sweep = row.report["sweep"]
+    assert sweep["measured"] == 4 and sweep["confirmation"] is not None
+    confirm = store.get_batch(sweep["confirmation"]["batch"])
+    assert confirm is not None and confirm.state == "done" and confirm.plan.confirms == batch
+    assert [r.approach for r in store.records(confirm.id)] == [
+        "baseline", sweep["confirmation"]["approach"]]
+    assert leftovers() == []
