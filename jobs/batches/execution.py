@@ -120,11 +120,12 @@ def execute_batch(
     metric, rules = metric_of(plan), load_rules()
     judged: dict[str, Verdict] = {}  # each approach judged once: for its event and the report
 
-    def run(config: RunConfig, index: int) -> RunRecord:
+    def run(config: RunConfig, index: int, stop_early: sweeping.StopEarly | None = None
+            ) -> RunRecord:
         nonlocal baseline
         ctx = RunContext(
             batch_id=batch_id, plan=plan, log_path=log_path(batch_id, config.approach),
-            fingerprint={}, should_stop=cancel, baseline=baseline,
+            fingerprint={}, should_stop=cancel, baseline=baseline, stop_early=stop_early,
             on_phase=_phase_emitter(sink, batch_id, config.approach, index, of),
         )
         record = _run_one(engine, config, ctx, bad=bad.get(config.approach), cancel=cancel)

@@ -32,7 +32,7 @@ def run_points(
     batch_id: str,
     measured: dict[str, float | None],
     base_value: float | None,
-    run: Callable[[RunConfig, int], RunRecord],
+    run: Callable[[RunConfig, int, StopEarly | None], RunRecord],
     stop: Callable[[], bool],
 ) -> None:
     """Run the points the search proposes until it is done; `measured` is updated in place."""
@@ -46,8 +46,26 @@ def run_points(
         if name is None:
             return
         index = len(plan.configs) + len([n for n in measured if n != sweep.same_as_baseline])
-        record = run(plan.config(name), index)
+        best = best_point(known, lower_is_better=plan.lower_is_better)
+        early = None if best is None else cannot_beat(
+            best[1], reps=plan.reps, lower_is_better=plan.lower_is_better)
+        record = run(plan.config(name), index, early)
         measured[name] = known[name] = median(record.samples(plan.metric))
+
+
+StopEarly = Callable[[list[float]], bool]
+
+
+def cannot_beat(best: float, *, reps: int, lower_is_better: bool) -> StopEarly:
+    """True once a point's median over `reps` repetitions can no longer beat `best`: more than
+    half of them are already worse, so whatever the rest measure, the middle one is too."""
+    needed = reps // 2 + 1
+
+    def check(samples: list[float]) -> bool:
+        worse = [s for s in samples if not is_better(s, best, lower_is_better=lower_is_better)]
+        return len(worse) >= needed
+
+    return check
 
 
 def winner(

@@ -35,6 +35,10 @@ class RunContext:
     # The batch's baseline record once it has run (engines that check losslessness compare
     # against it); None for the baseline itself or when it is not known.
     baseline: RunRecord | None = None
+    # After each repetition but the last, with the metric's samples so far: True ends the
+    # repetitions there (a sweep's point that can no longer beat the best; engines that run
+    # their repetitions in one child process may ignore it).
+    stop_early: Callable[[list[float]], bool] | None = None
 
 
 class Engine(Protocol):

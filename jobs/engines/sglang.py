@@ -205,6 +205,7 @@ class _Run:
         self.bench: ProcessGroup | None = None
         self._stop_checked = 0.0
         self.repetitions: list[dict[str, Any]] = []
+        self.stopped_early: int | None = None  # the repetition after which stop_early held
         self.notes: list[str] = []  # specbench's own lines, after the server's log tail
         stem = ctx.log_path.name.removesuffix(".log")
         self.bench_log = ctx.log_path.with_name(f"{stem}.bench.log")
@@ -220,10 +221,17 @@ class _Run:
             ending = self._launch() or self._wait_ready()
             if ending is None:
                 self.ctx.on_phase("ready", {})
-                for rep in range(1, self.ctx.plan.reps + 1):
-                    self.ctx.on_phase("repetition", {"rep": rep, "of": self.ctx.plan.reps})
+                reps = self.ctx.plan.reps
+                for rep in range(1, reps + 1):
+                    self.ctx.on_phase("repetition", {"rep": rep, "of": reps})
                     ending = self._bench_once(rep, samples=samples, accept=accept)
                     if ending is not None:
+                        break
+                    got = samples.get(self.ctx.plan.metric, [])
+                    if rep < reps and self.ctx.stop_early and self.ctx.stop_early(got):
+                        self.stopped_early = rep
+                        self.notes.append(f"specbench: stopped after repetition {rep} of "
+                                          f"{reps}: this point can no longer beat the best")
                         break
         finally:
             self._shut_down(fatal=self.watch.fatal is not None)
@@ -239,6 +247,8 @@ class _Run:
         extra: dict[str, Any] = {"repetitions": self.repetitions} if self.repetitions else {}
         if self.watch.fallbacks:  # early startup lines: the log tail may have lost them
             extra["fallbacks"] = list(self.watch.fallbacks)
+        if self.stopped_early is not None:
+            extra["stopped_early"] = self.stopped_early
         return to_run_record(
             self.config, self.ctx, status=ending.status, started_at=started_at,
             exit_code=ending.exit_code,

@@ -110,3 +110,23 @@ def test_a_server_that_falls_back_from_the_change_makes_it_inconclusive(
     assert verdict.verdict == "inconclusive" and verdict.reason == "fallback"
     assert "TorchSymmMemCommunicator: Device capability 12 not supported" in verdict.why
     standin.assert_clean()
+
+
+def test_stop_early_ends_the_repetitions_and_says_so(standin: Standin) -> None:
+    """A sweep's point that can no longer beat the best: no more bench_serving runs."""
+    config = standin.config("point")
+    plan = standin.plan(config, reps=3)
+    seen: list[list[float]] = []
+
+    def stop(samples: list[float]) -> bool:
+        seen.append(list(samples))
+        return True
+
+    ctx = dataclasses.replace(standin.ctx(plan, "point"), stop_early=stop)
+    record = SGLangEngine().run(config, ctx)
+    assert record.status == "ok"
+    assert len(record.samples("output_throughput")) == 1 and len(seen) == 1
+    assert record.extra["stopped_early"] == 1
+    assert "stopped after repetition 1 of 3" in record.log_tail
+    assert len(standin.notes("bench")) == 1
+    standin.assert_clean()
