@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -193,3 +194,30 @@ def test_adaptive_steers_away_from_points_that_fail() -> None:
         measured[name] = None if j == 4 and i < 3 else landscape(i, j)  # out of memory
     assert len(measured) == 12 and len(set(measured)) == 12
     assert any(v is not None for v in measured.values())
+
+
+@pytest.mark.parametrize("change", [
+    ("budget: 12", "budget: 99"), ("search: adaptive", "search: random"),
+    ("    mem-fraction-static: [0.75, 0.8, 0.85, 0.88, 0.9]", "    mem-fraction-static: []"),
+])
+def test_a_malformed_sweep_from_the_cli_exits_2_and_stores_nothing(
+    tmp_path: Path, change: tuple[str, str]
+) -> None:
+    import os
+    import subprocess
+    import sys
+
+    preset = tmp_path / "tune.yaml"
+    preset.write_text(SWEPT.replace(*change))
+    env = {**os.environ, "SPECBENCH_DATA_DIR": str(tmp_path / "data")}
+    env.pop("SPECBENCH_BROKER_URL", None)
+    done = subprocess.run([sys.executable, "-m", "bot.cli.main", "run", str(preset)], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and f"{preset}:" in lines[0] and "Traceback" not in done.stderr
+    database = tmp_path / "data" / "specbench.db"
+    if database.exists():
+        from jobs.store import Store
+
+        assert Store(f"sqlite:///{database}").list_batches() == []
