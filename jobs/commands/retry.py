@@ -25,13 +25,31 @@ def retry(ctx: Context, args: RetryArgs, *, idempotency_key: str | None = None) 
     check_reps(args.reps)
     row = ctx.batch(args.batch)
     old = row.plan
-    known = [c.approach for c in old.approaches]
-    for name in args.approaches:
+    known = [c.approach for c in (*old.approaches, *old.points)]
+    names = rejoin(args.approaches, known)
+    for name in names:
         if name not in known:
             raise UserError(f"batch {row.id} has no approach {name!r}{did_you_mean(name, known)}")
     overrides = {**old.overrides, **parse_sets(list(args.sets))}
     planned = plan_batch(row.preset, overrides=overrides, reps=args.reps or old.reps,
                          queue=row.queue)
-    planned = only(planned, args.approaches)
+    planned = only(planned, names)
     check_flags_if_here(ctx, planned)
     return submit(ctx, planned, idempotency_key=idempotency_key)
+
+
+def rejoin(names: Sequence[str], known: Sequence[str]) -> list[str]:
+    """Names split at every comma, joined again where a sweep's point holds commas of its own
+    (`tune@a=1,b=2`): consecutive pieces that make a known name are one name."""
+    out: list[str] = []
+    pieces = list(names)
+    while pieces:
+        name = pieces.pop(0)
+        joined, rest = name, list(pieces)
+        while joined not in known and rest:
+            joined += "," + rest.pop(0)
+            if joined in known:
+                name, pieces = joined, rest
+                break
+        out.append(name)
+    return out

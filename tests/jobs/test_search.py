@@ -221,3 +221,12 @@ def test_a_malformed_sweep_from_the_cli_exits_2_and_stores_nothing(
         from jobs.store import Store
 
         assert Store(f"sqlite:///{database}").list_batches() == []
+
+
+def test_retry_rejoins_the_names_of_points_split_at_their_commas() -> None:
+    from jobs.commands.retry import rejoin
+
+    known = ["a", "tune@x=1,y=2", "tune@x=1,y=3"]
+    assert rejoin(["a", "tune@x=1", "y=2", "tune@x=1", "y=3"], known) == [
+        "a", "tune@x=1,y=2", "tune@x=1,y=3"]
+    assert rejoin(["tune@x=1", "nope"], known) == ["tune@x=1", "nope"]  # unknown: as typed
