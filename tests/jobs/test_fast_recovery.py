@@ -41,7 +41,8 @@ from tests.jobs.test_distributed import (
 )
 from tests.standin.harness import STANDIN
 
-RESUME_WITHIN_S = 5.0
+RESUME_WITHIN_S = 5.0  # issue 10's target, on an unloaded host
+IDLE_IMPORT_S = 1.0  # a fresh interpreter importing the worker's task module, unloaded
 
 
 def _state(pid: int) -> str | None:
@@ -146,6 +147,14 @@ def test_a_lease_is_taken_over_only_from_the_owner_named(tmp_path: Path) -> None
         assert not store.take_over_lease("b-1", "third", 30, dead="dead")
 
 
+def _host_slowness() -> float:
+    """How many times longer than on an idle host a worker's imports take here now (>= 1)."""
+    begun = time.monotonic()
+    subprocess.run([sys.executable, "-c", "import jobs.broker.tasks"], cwd=REPO, check=True,
+                   timeout=60)
+    return max(1.0, (time.monotonic() - begun) / IDLE_IMPORT_S)
+
+
 @pytest.fixture(scope="module")
 def recovery_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     root = tmp_path_factory.mktemp("recovery")
@@ -182,6 +191,7 @@ def test_a_worker_restarted_after_kill_9_resumes_within_5_s(
     d = DistributedDispatcher(Store(site.database), site.broker)
     sub = d.subscribe()
     try:
+        slowness = _host_slowness()
         batch = d.submit(plan_batch("standin-reps", queue="fast"), requested_by="U1").batch.id
         collect(sub, is_phase(batch, 2, "repetition"), timeout=30)
         # A crash: the worker alone is SIGKILLed; its servers, in sessions of their own,
@@ -200,7 +210,13 @@ def test_a_worker_restarted_after_kill_9_resumes_within_5_s(
         if restarted is not None:
             restarted.stop()
         worker.stop()
-    assert resumed < RESUME_WITHIN_S, f"resumed {resumed:.1f} s after the restart"
+    # The target on an idle host; on shared, busy cores as much more as a worker's start is
+    # slower there, but never near the 30 s TTL the batch used to wait for.
+    budget = min(RESUME_WITHIN_S * slowness, 15.0)
+    assert resumed < budget, (
+        f"resumed {resumed:.1f} s after the restart; budget {budget:.1f} s (this host runs "
+        f"{slowness:.1f}x slower than an idle one)")
+    assert f"took the lease of {batch} from " in restarted.output()
     assert "killed 1 server group" in restarted.output() or "killed 2 server group" in (
         restarted.output())
     assert events[-1]["type"] == "batch.finished"
