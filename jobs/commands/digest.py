@@ -14,7 +14,9 @@ from jobs import settings
 from jobs.commands.context import Context
 from jobs.core.digest import build_digest
 from jobs.core.errors import UserError
+from jobs.core.rules import load_rules
 from jobs.core.trends import daily_best
+from jobs.store.digest_queries import digest_inputs
 
 
 @dataclass(frozen=True)
@@ -34,9 +36,10 @@ def digest(
         raise UserError(f"--days must be positive, got {days:g}")
     now = now or dt.datetime.now(dt.UTC)
     tz = settings.timezone()
-    rows = ctx.store.list_batches()
-    records = {row.id: ctx.store.records(row.id) for row in rows}
-    data = build_digest(rows, records, now=now, days=days, tz=tz)
+    # The window's batches and only the earlier rows the sections need (indexed queries).
+    rows, records, memory = digest_inputs(ctx.store, since=now - dt.timedelta(days=days), now=now)
+    data = build_digest(rows, records, now=now, days=days, tz=tz, memory=memory,
+                        rules=load_rules())
     png = None
     if chart:
         from jobs.charts.trend import to_trend_png

@@ -1,0 +1,236 @@
+"""The digest's reads: the window's batches and runs, and only the earlier rows each section
+needs, in a handful of queries on indexed columns (batches.created_at, batches.preset, the
+runs' (batch_id, approach) key), never a read of every batch.
+
+Module-level functions take the store; `DigestQueries` mixes the same into `Store`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, func, select
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.sql.expression import cast
+
+from jobs.core.digest import Measurement, Memory, hardware, known_from
+from jobs.core.records import RunRecord, to_record
+from jobs.core.verdicts import median
+from jobs.store.database import Database
+from jobs.store.schema import Batch, BatchRow, Run, to_batch_row
+
+PREDECESSORS = 3  # earlier batches per preset a regression may compare the window's first with
+MAX_HOPS = 10  # known dead ends name their origin; an older store may chain a few
+
+Records = dict[str, list[RunRecord]]
+
+
+def digest_inputs(
+    store: Database, *, since: dt.datetime, now: dt.datetime
+) -> tuple[list[BatchRow], Records, Memory]:
+    """Everything `build_digest` reads: the window's batches plus, per preset, the few before
+    it and its latest report; their records; and the `Memory` of earlier runs."""
+    rows, records = window(store, since=since, now=now)
+    presets = sorted({row.preset for row in rows})
+    extra = [*predecessors(store, presets=presets, before=since),
+             *latest_reports(store, now=now)]
+    held = {row.id for row in rows}
+    more = list({row.id: row for row in extra if row.id not in held}.values())
+    records.update(records_of(store, [row.id for row in more]))
+    everything = sorted([*rows, *more], key=lambda r: (r.created_at, r.id))
+    memory = Memory(
+        earlier=measured_before(store, since=since),
+        origins=origins(store, [rec for recs in records.values() for rec in recs]),
+        dead_ends=dead_ends(store, now=now),
+    )
+    return everything, records, memory
+
+
+def window(
+    store: Database, *, since: dt.datetime, now: dt.datetime
+) -> tuple[list[BatchRow], Records]:
+    """The batches created in [since, now], oldest first, and their records (two queries)."""
+    in_window = and_(Batch.created_at >= since, Batch.created_at <= now)
+    batches = select(Batch).where(in_window).order_by(Batch.created_at, Batch.id)
+    runs = (
+        select(Run.batch_id, Run.approach, Run.record)
+        .join(Batch, Batch.id == Run.batch_id)
+        .where(in_window)
+        .order_by(Run.batch_id, Run.position, Run.id)
+    )
+    with store._read() as session:
+        rows = [to_batch_row(batch) for batch in session.scalars(batches)]
+        found = session.execute(runs).all()
+    return rows, _records(found, ids=[row.id for row in rows])
+
+
+def records_of(store: Database, batch_ids: Sequence[str]) -> Records:
+    """The records of these batches, in preset order (one query on the runs' batch key)."""
+    if not batch_ids:
+        return {}
+    query = (
+        select(Run.batch_id, Run.approach, Run.record)
+        .where(Run.batch_id.in_(list(batch_ids)))
+        .order_by(Run.batch_id, Run.position, Run.id)
+    )
+    with store._read() as session:
+        found = session.execute(query).all()
+    return _records(found, ids=batch_ids)
+
+
+def predecessors(
+    store: Database, *, presets: Iterable[str], before: dt.datetime, limit: int = PREDECESSORS
+) -> list[BatchRow]:
+    """Per preset, the `limit` latest batches created before `before`."""
+    out: list[BatchRow] = []
+    with store._read() as session:
+        for preset in presets:
+            query = (
+                select(Batch)
+                .where(Batch.preset == preset, Batch.created_at < before)
+                .order_by(Batch.created_at.desc(), Batch.id.desc())
+                .limit(limit)
+            )
+            out.extend(to_batch_row(batch) for batch in session.scalars(query))
+    return out
+
+
+def latest_reports(store: Database, *, now: dt.datetime) -> list[BatchRow]:
+    """Each preset's latest batch with a report, created by `now` (the open next steps)."""
+    latest = (
+        select(Batch.preset, func.max(Batch.created_at).label("at"))
+        .where(Batch.report.is_not(None), Batch.created_at <= now)
+        .group_by(Batch.preset)
+        .subquery()
+    )
+    query = (
+        select(Batch)
+        .join(latest, and_(Batch.preset == latest.c.preset, Batch.created_at == latest.c.at))
+        .where(Batch.report.is_not(None))
+        .order_by(Batch.created_at, Batch.id)
+    )
+    with store._read() as session:
+        return [to_batch_row(batch) for batch in session.scalars(query)]
+
+
+def measured_before(store: Database, *, since: dt.datetime) -> list[Measurement]:
+    """Every ok run of a batch created before `since` with a value on its batch's metric,
+    oldest first: only the metric's name and direction, the metrics and the fingerprint are
+    read, extracted from the JSON by the database (no record is decoded whole)."""
+    dialect = store._engine.dialect.name
+    batches = select(
+        Batch.id, Batch.preset, Batch.created_at,
+        _json(Batch.plan, "metric", dialect=dialect),
+        _json(Batch.plan, "lower_is_better", dialect=dialect),
+    ).where(Batch.created_at < since)
+    runs = (
+        select(Run.batch_id, Run.approach, _json(Run.record, "metrics", dialect=dialect),
+               _json(Run.record, "fingerprint", dialect=dialect))
+        .join(Batch, Batch.id == Run.batch_id)
+        .where(Batch.created_at < since, Run.status == "ok")
+        .order_by(Batch.created_at, Batch.id, Run.position, Run.id)
+    )
+    with store._read() as session:
+        plans = {bid: (preset, at, metric, _is_true(lower))
+                 for bid, preset, at, metric, lower in session.execute(batches)}
+        found = session.execute(runs).all()
+    out = []
+    for batch_id, approach, metrics, fingerprint in found:
+        preset, at, metric, lower = plans[batch_id]
+        probe = RunRecord(batch=batch_id, preset=preset, approach=approach, role="approach",
+                          status="ok", metrics=_object(metrics),
+                          fingerprint=_object(fingerprint))
+        value = median(probe.samples(str(metric)))
+        if value is not None:
+            out.append(Measurement(preset=preset, hardware=hardware(probe), approach=approach,
+                                   batch=batch_id, metric=str(metric), lower_is_better=lower,
+                                   value=value, created_at=at))
+    return out
+
+
+def origins(store: Database, records: Sequence[RunRecord]) -> dict[tuple[str, str], RunRecord]:
+    """The earlier records that known dead ends among `records` repeat, by (batch, approach),
+    followed while one is itself a known dead end (one query per hop)."""
+    found: dict[tuple[str, str], RunRecord] = {}
+    wanted = {(b, r.approach) for r in records if (b := known_from(r))}
+    for _ in range(MAX_HOPS):
+        wanted -= found.keys()
+        if not wanted:
+            break
+        query = (
+            select(Run.batch_id, Run.approach, Run.record)
+            .where(Run.batch_id.in_(sorted({b for b, _ in wanted})),
+                   Run.approach.in_(sorted({a for _, a in wanted})))
+        )
+        with store._read() as session:
+            rows = session.execute(query).all()
+        hop = {(b, a): to_record(json.loads(data), where=f"{b}/{a}")
+               for b, a, data in rows if (b, a) in wanted}
+        if not hop:
+            break
+        found.update(hop)
+        wanted = {(b, r.approach) for r in hop.values() if (b := known_from(r))}
+    return found
+
+
+def dead_ends(store: Database, *, now: dt.datetime) -> list[tuple[dt.datetime, RunRecord]]:
+    """Each (preset, approach)'s latest record up to `now` when it failed, with its batch's
+    creation time: an aggregate in SQL, then only those failed records decoded."""
+    latest = (
+        select(Batch.preset, Run.approach, func.max(Batch.created_at).label("at"))
+        .join(Run, Run.batch_id == Batch.id)
+        .where(Batch.created_at <= now)
+        .group_by(Batch.preset, Run.approach)
+        .subquery()
+    )
+    query = (
+        select(Batch.created_at, Run.batch_id, Run.approach, Run.record)
+        .join(Run, Run.batch_id == Batch.id)
+        .join(latest, and_(Batch.preset == latest.c.preset, Run.approach == latest.c.approach,
+                           Batch.created_at == latest.c.at))
+        .where(Run.status.in_(["failed", "timeout"]))
+        .order_by(Batch.created_at, Batch.id, Run.position)
+    )
+    with store._read() as session:
+        rows = session.execute(query).all()
+    return [(at, to_record(json.loads(data), where=f"{b}/{a}")) for at, b, a, data in rows]
+
+
+class DigestQueries(Database):
+    """The digest's reads as store methods (mixed into `Store`)."""
+
+    def digest_inputs(
+        self, *, since: dt.datetime, now: dt.datetime
+    ) -> tuple[list[BatchRow], Records, Memory]:
+        return digest_inputs(self, since=since, now=now)
+
+
+def _records(found: Sequence[Any], *, ids: Sequence[str]) -> Records:
+    out: Records = {batch_id: [] for batch_id in ids}
+    for batch_id, name, data in found:
+        out.setdefault(batch_id, []).append(
+            to_record(json.loads(data), where=f"{batch_id}/{name}"))
+    return out
+
+
+def _json(column: Any, key: str, *, dialect: str) -> ColumnElement[Any]:
+    """One top-level member of a JSON text column, as text (JSON text for objects)."""
+    if dialect == "postgresql":
+        return func.jsonb_extract_path_text(cast(column, JSONB), key)
+    return func.json_extract(column, f"$.{key}")
+
+
+def _object(value: Any) -> dict[str, Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return value if isinstance(value, dict) else {}
+
+
+def _is_true(value: Any) -> bool:
+    return value in (True, 1, "1", "true")

@@ -1,0 +1,171 @@
+"""The digest's memory across batches, read through the store's digest queries on SQLite and
+PostgreSQL: regressions with their stack change, known dead ends skipped and the GPU-hours that
+saved, GPU-hours per preset, and dead ends an upgrade re-opened."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from jobs.commands.context import Caller, Context
+from jobs.commands.digest import digest as digest_command
+from jobs.core.digest import build_digest
+from jobs.core.messages import render_blocks, render_text
+from jobs.core.records import RunRecord
+from jobs.store import Store
+from jobs.store.digest_queries import digest_inputs
+from tests.conftest import FINGERPRINT, make_plan, make_record
+from tests.jobs.test_store import postgres_url, url  # noqa: F401 - fixtures: both databases
+
+NOW = dt.datetime(2026, 12, 7, 9, 0, tzinfo=dt.UTC)
+UPGRADED = {**FINGERPRINT, "driver": "590.10"}
+ARCH = "RuntimeError: CUDA error: no kernel image is available for execution on the device"
+
+
+@pytest.fixture
+def store(url: str) -> Iterator[Store]:  # noqa: F811 - `url` is the parametrised fixture
+    with Store(url) as opened:
+        yield opened
+
+
+def add_batch(store: Store, batch: str, *, days_ago: float, runs: Sequence[RunRecord],
+              preset: str = "eagle3", report: dict[str, Any] | None = None) -> None:
+    store.create_batch(batch_id=batch, preset=preset, engine="sglang", queue="default",
+                       requested_by="U1", plan=make_plan(preset=preset),
+                       created_at=NOW - dt.timedelta(days=days_ago))
+    store.put_records([(i, r) for i, r in enumerate(runs)])
+    store.set_state(batch, "done")
+    if report is not None:
+        store.save_report(batch, report)
+
+
+def run(batch: str, approach: str, samples: Sequence[float] | None = (100.0, 101.0, 102.0), *,
+        preset: str = "eagle3", minutes: float = 10.0, **kw: Any) -> RunRecord:
+    began = NOW - dt.timedelta(days=30)
+    extra = {"started_at": began.isoformat(),
+             "finished_at": (began + dt.timedelta(minutes=minutes)).isoformat(),
+             **kw.pop("extra", {})}
+    return make_record(approach, samples=samples, batch=batch, preset=preset, extra=extra, **kw)
+
+
+def digest_of(store: Store, days: float = 7) -> dict[str, Any]:
+    return digest_command(Context(store=store, caller=Caller("U1")), days=days, chart=False,
+                          now=NOW).digest
+
+
+def test_a_regression_after_a_driver_upgrade_names_the_driver(store: Store) -> None:
+    add_batch(store, "b-1", days_ago=10, runs=[run("b-1", "baseline", [100, 101, 102])])
+    add_batch(store, "b-2", days_ago=3, runs=[
+        run("b-2", "baseline", [80, 81, 82], fingerprint=UPGRADED)])
+    digest = digest_of(store)
+    (moved,) = digest["regressions"]
+    assert (moved["preset"], moved["what"], moved["from"]["batch"], moved["to"]["batch"]) == (
+        "eagle3", "baseline", "b-1", "b-2")
+    assert moved["delta_pct"] == pytest.approx(-19.8)
+    assert moved["stack"] == [{"key": "driver", "from": "575.57.08", "to": "590.10"}]
+    text = render_text("digest", digest=digest)
+    assert "▼ eagle3 baseline" in text and "driver 575.57.08 → 590.10" in text
+
+
+def test_a_move_within_noise_is_no_regression(store: Store) -> None:
+    add_batch(store, "b-1", days_ago=5, runs=[run("b-1", "baseline", [100, 104, 110])])
+    # -3.8%, beyond the 2% minimum effect, but the ranges overlap: noise
+    add_batch(store, "b-2", days_ago=4, runs=[run("b-2", "baseline", [95, 100, 103])])
+    # -1%: ranges apart, but below the minimum effect
+    add_batch(store, "b-3", days_ago=3, runs=[run("b-3", "baseline", [98.9, 99, 99.1])])
+    digest = digest_of(store)
+    assert digest["regressions"] == []
+    assert "Regressions between consecutive batches:\n  none" in render_text("digest",
+                                                                             digest=digest)
+
+
+def test_a_regression_without_a_stack_change_says_so(store: Store) -> None:
+    add_batch(store, "b-1", days_ago=2, runs=[
+        run("b-1", "baseline", [100, 101]), run("b-1", "cg-128", [120, 121])])
+    add_batch(store, "b-2", days_ago=1, runs=[
+        run("b-2", "baseline", [100, 101]), run("b-2", "cg-128", [110, 111])])
+    (moved,) = digest_of(store)["regressions"]
+    assert (moved["what"], moved["to"]["approach"], moved["stack"]) == ("best", "cg-128", [])
+    assert "no stack change" in render_text("digest", digest=digest_of(store))
+
+
+def test_gpu_hours_per_preset(store: Store) -> None:
+    add_batch(store, "b-1", days_ago=2, runs=[
+        run("b-1", "baseline", minutes=30), run("b-1", "eagle3", minutes=15)])
+    add_batch(store, "b-2", days_ago=1, preset="demo", runs=[
+        run("b-2", "baseline", preset="demo", minutes=60,
+            fingerprint={**FINGERPRINT, "gpu_count": 1}),
+        run("b-2", "eagle3", preset="demo", status="skipped", samples=[],
+            extra={"started_at": None, "finished_at": None})])
+    add_batch(store, "b-old", days_ago=20, runs=[run("b-old", "baseline", minutes=600)])
+    assert digest_of(store)["gpu_hours"] == [
+        {"preset": "demo", "gpu_hours": 1.0, "runs": 1},
+        {"preset": "eagle3", "gpu_hours": 6.0, "runs": 2},  # 45 minutes of 8 GPUs
+    ]
+
+
+def test_a_known_dead_end_counts_as_skipped_with_the_gpu_hours_it_saved(store: Store) -> None:
+    add_batch(store, "b-1", days_ago=20, runs=[
+        run("b-1", "baseline"),
+        run("b-1", "symm", samples=[], status="failed", log_tail=ARCH, minutes=7.5)])
+    known = run("b-2", "symm", samples=[], status="failed", log_tail=ARCH,
+                extra={"known_from": "b-1", "started_at": None, "finished_at": None})
+    assert (getattr(known, "known_from", None) or known.extra.get("known_from")) == "b-1"
+    add_batch(store, "b-2", days_ago=1, runs=[run("b-2", "baseline", minutes=30), known])
+    digest = digest_of(store)
+    assert digest["dead_ends_skipped"] == {"count": 1, "gpu_hours": 1.0, "runs": [
+        {"batch": "b-2", "preset": "eagle3", "approach": "symm", "known_from": "b-1",
+         "gpu_hours": 1.0}]}  # 7.5 minutes of 8 GPUs
+    # it started nothing: only the baseline's 30 minutes on 8 GPUs were spent
+    assert digest["gpu_hours"] == [{"preset": "eagle3", "gpu_hours": 4.0, "runs": 1}]
+    assert digest["reopened"] == []  # same stack: still a dead end, not worth re-running
+    text = render_text("digest", digest=digest)
+    assert "Known dead ends skipped: 1, 1.00 GPU-hours saved" in text
+    assert "eagle3/symm in b-2 (known from b-1): 1.00 GPU-hours saved" in text
+
+
+def test_a_dead_end_on_an_old_stack_is_worth_re_running_after_an_upgrade(store: Store) -> None:
+    add_batch(store, "b-1", days_ago=40, runs=[
+        run("b-1", "baseline"),
+        run("b-1", "symm", samples=[], status="failed", log_tail=ARCH),
+        run("b-1", "oom", samples=[], status="failed",
+            log_tail="torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB")])
+    add_batch(store, "b-2", days_ago=2, runs=[run("b-2", "baseline", fingerprint=UPGRADED)])
+    (reopened,) = digest_of(store)["reopened"]
+    assert (reopened["approach"], reopened["batch"], reopened["cause"]) == (
+        "symm", "b-1", "arch-unsupported")
+    assert reopened["stack"] == [{"key": "driver", "from": "575.57.08", "to": "590.10"}]
+    assert reopened["newer_batch"] == "b-2"
+    # once re-run on the new stack, its latest record is no dead end on an old stack any more
+    add_batch(store, "b-3", days_ago=1, runs=[
+        run("b-3", "baseline", fingerprint=UPGRADED),
+        run("b-3", "symm", fingerprint=UPGRADED)])
+    digest = digest_of(store)
+    assert digest["reopened"] == []
+    payload = render_blocks("digest", fallback="x", digest=digest)
+    assert len(payload["blocks"]) <= 50
+
+
+def test_the_store_queries_give_what_the_whole_history_gives(store: Store) -> None:
+    add_batch(store, "b-0", days_ago=60, runs=[run("b-0", "baseline", [90, 91])])
+    add_batch(store, "b-1", days_ago=20, runs=[
+        run("b-1", "baseline", [100, 101]),
+        run("b-1", "symm", samples=[], status="failed", log_tail=ARCH)])
+    add_batch(store, "b-2", days_ago=3, runs=[
+        run("b-2", "baseline", [80, 81], fingerprint=UPGRADED),
+        run("b-2", "cg", [85, 86], fingerprint={**UPGRADED, "gpu": "H200", "gpu_count": 1})])
+    steps = [{"rank": 1, "kind": "retry", "approach": "x", "action": "a", "why": "w",
+              "effort": "low"}]
+    add_batch(store, "d-1", days_ago=90, preset="demo", runs=[
+        run("d-1", "baseline", [5, 5], preset="demo")],
+        report={"batch": "d-1", "preset": "demo", "results": [], "next_steps": steps})
+    since = NOW - dt.timedelta(days=7)
+    rows, records, memory = digest_inputs(store, since=since, now=NOW)
+    assert {r.id for r in rows} == {"b-0", "b-1", "b-2", "d-1"}  # window, predecessors, reports
+    full = store.list_batches()
+    everything = {row.id: store.records(row.id) for row in full}
+    assert build_digest(rows, records, now=NOW, days=7, memory=memory) == build_digest(
+        full, everything, now=NOW, days=7)
