@@ -85,3 +85,23 @@ def help_(commands: tuple[str, ...]) -> str:
 
 def error(message: str, *, hint: str | None = None, usage: bool = False) -> str:
     return render_text("error", message=message, hint=hint, usage=usage)
+
+
+def compared(data: dict[str, Any], fmt: str = "text") -> str:
+    """A comparison of two batches (`jobs.commands.compare`) in `fmt` (text, json, slack)."""
+    if fmt == "json":
+        return redact(json.dumps(data, indent=2, ensure_ascii=False),
+                      secrets=secret_values(os.environ)) + "\n"
+    names = [r["approach"] for r in data["approaches"]]
+    width = min(max([len(n) for n in names] + [len("Approach")]), 40)
+    text = render_text("compare", c=data, width=width)
+    if fmt == "slack":
+        return json.dumps(compared_payload(data, fallback=text), indent=2,
+                          ensure_ascii=False) + "\n"
+    return text
+
+
+def compared_payload(data: dict[str, Any], *, fallback: str | None = None) -> dict[str, Any]:
+    text = fallback if fallback is not None else compared(data)
+    headline = text.splitlines()[0] if text else "specbench compare"
+    return render_blocks("compare", fallback=headline, c=data)

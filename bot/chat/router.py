@@ -18,7 +18,18 @@ from bot import views
 from bot.thread.messages import Upload
 from jobs.batches.dispatch import Dispatcher, Submitted
 from jobs.commands import CHAT_COMMANDS as COMMANDS
-from jobs.commands import cancel, digest, help, history, presets, retry, run, show, status
+from jobs.commands import (
+    cancel,
+    compare,
+    digest,
+    help,
+    history,
+    presets,
+    retry,
+    run,
+    show,
+    status,
+)
 from jobs.commands.context import Access, Caller, Context
 from jobs.core.errors import UserError
 from jobs.engines.base import Engine
@@ -126,13 +137,23 @@ def _digest(args: list[str], ctx: Context, key: str | None) -> Reply:
                  ephemeral=False, uploads=uploads)
 
 
+def _compare(args: list[str], ctx: Context, key: str | None) -> Reply:
+    usage = "compare [A] [B]"
+    if len(args) > 2 or any(a.startswith("--") for a in args):
+        raise UserError(f"usage: {usage}")
+    data = compare.compare(ctx, compare.CompareArgs(*args))
+    text = views.compared(data)
+    return Reply(text=text, blocks=views.compared_payload(data, fallback=text)["blocks"])
+
+
 def _help(args: list[str], ctx: Context, key: str | None) -> Reply:
     return Reply(text=views.help_(help.help_(ctx)))
 
 
 _HANDLERS: dict[str, Callable[[list[str], Context, str | None], Reply]] = {
     "run": _run, "retry": _retry, "status": _status, "cancel": _cancel, "show": _show,
-    "presets": _presets, "history": _history, "digest": _digest, "help": _help,
+    "presets": _presets, "history": _history, "digest": _digest, "compare": _compare,
+    "help": _help,
 }
 
 

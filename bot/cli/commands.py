@@ -215,5 +215,14 @@ def cmd_digest(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_compare(args: argparse.Namespace) -> int:
+    from bot import views
+    from jobs.commands.compare import CompareArgs, compare
+
+    data = compare(_context(), CompareArgs(a=args.a, b=args.b))
+    sys.stdout.write(views.compared(data, args.format))
+    return 0
+
+
 def _local_user() -> str:
     return os.environ.get("USER") or os.environ.get("LOGNAME") or "local"

@@ -69,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("presets", help="the presets and their approaches")
 
+    compare = commands.add_parser("compare", help="two stored batches side by side")
+    compare.add_argument("a", metavar="A", nargs="?")
+    compare.add_argument("b", metavar="B", nargs="?")
+    compare.add_argument("--format", choices=FORMATS, default="text")
+
     digest = commands.add_parser("digest", help="the status digest over stored batches")
     digest.add_argument("--days", type=float, default=7.0)
     digest.add_argument("--format", choices=FORMATS, default="text")

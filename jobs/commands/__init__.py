@@ -10,8 +10,11 @@ only parse their input, call a command here and render its data with the same te
     digest   the status digest over stored batches            -> Digest
     presets  the presets and their approaches                 -> list[Preset]
     history  the last batches                                 -> list of summary lines
+    compare  two stored batches side by side                  -> comparison dict
     help     the chat commands                                -> tuple of names
     analyze  run records re-analysed (the CLI's)              -> report dict
 """
 
-CHAT_COMMANDS = ("run", "status", "cancel", "retry", "show", "presets", "history", "digest", "help")
+CHAT_COMMANDS = (
+    "run", "status", "cancel", "retry", "show", "presets", "history", "digest", "compare", "help",
+)

@@ -1,0 +1,166 @@
+"""Comparison of two batches: each approach side by side, what moved, and what differs.
+
+Pure: two `Side`s (a batch's plan, records and report) in, plain data out. A is the older
+batch, B the newer; a change is B against A.
+
+**Beyond noise.** A change counts (`beyond_noise`) when the verdict rule "compare" of
+`jobs.core.verdicts` (rule 4 of SPEC.md) would call B improved or regressed with A as its
+baseline: the medians differ by at least the minimum effect (the larger of the two plans'
+`min_effect_pct`) *and*, when both sides have two samples or more, their [min, max] ranges do
+not overlap. An approach that failed on either side has no change; its verdicts still show.
+
+**Different presets** are compared (approaches are matched by name) with a warning line; a
+different metric or direction is refused, since the values would not be comparable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from jobs.core.errors import UserError
+from jobs.core.plans import BatchPlan, RunConfig
+from jobs.core.records import FINGERPRINT_KEYS, RunRecord
+from jobs.core.verdicts import Metric, compare, median
+from jobs.settings import is_secret_name
+
+MASK = "••••"
+
+
+@dataclass(frozen=True)
+class Side:
+    """One batch as the comparison reads it."""
+
+    batch: str
+    preset: str
+    when: str  # its creation time, as shown
+    state: str
+    plan: BatchPlan
+    records: tuple[RunRecord, ...]
+    report: dict[str, Any]
+
+
+def compare_batches(a: Side, b: Side) -> dict[str, Any]:
+    """The comparison of A (older) and B (newer) as plain data (the `compare` templates')."""
+    if (a.plan.metric, a.plan.lower_is_better) != (b.plan.metric, b.plan.lower_is_better):
+        raise UserError(
+            f"{a.batch} and {b.batch} measure different things ({_metric_name(a.plan)} vs "
+            f"{_metric_name(b.plan)}): nothing to compare"
+        )
+    metric = Metric(name=b.plan.metric, lower_is_better=b.plan.lower_is_better,
+                    min_effect_pct=max(a.plan.min_effect_pct, b.plan.min_effect_pct))
+    warnings = []
+    if a.preset != b.preset:
+        warnings.append(f"different presets ({a.preset} vs {b.preset}): approaches are "
+                        "matched by name")
+    rows = [_row(name, a, b, metric=metric) for name in _names(a, b)]
+    return {
+        "a": _header(a), "b": _header(b), "metric": metric.name,
+        "lower_is_better": metric.lower_is_better, "min_effect_pct": metric.min_effect_pct,
+        "warnings": warnings, "approaches": rows,
+        "moved": [r["approach"] for r in rows if r["beyond_noise"]],
+        "fingerprint": fingerprint_changes(fingerprint_of(a.records), fingerprint_of(b.records)),
+        "knobs": knob_changes(a.plan, b.plan),
+        "overrides": _changes(a.plan.overrides, b.plan.overrides),
+    }
+
+
+def fingerprint_of(records: tuple[RunRecord, ...]) -> dict[str, Any]:
+    """The batch's host and stack: the baseline's fingerprint, else the first one recorded."""
+    ordered = sorted(records, key=lambda r: r.role != "baseline")
+    return next((dict(r.fingerprint) for r in ordered if r.fingerprint), {})
+
+
+def fingerprint_changes(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
+    """The fingerprint keys whose values differ (a side that lacks one shows None)."""
+    keys = [*FINGERPRINT_KEYS, *sorted((set(a) | set(b)) - set(FINGERPRINT_KEYS))]
+    return [{"key": k, "a": a.get(k), "b": b.get(k)} for k in keys
+            if _text(a.get(k)) != _text(b.get(k))]
+
+
+def knob_changes(a: BatchPlan, b: BatchPlan) -> list[dict[str, Any]]:
+    """Resolved server_args and env that differ, per approach both plans run."""
+    theirs = {c.approach: c for c in _configs(a)}
+    out = []
+    for ours in _configs(b):
+        if (old := theirs.get(ours.approach)) is None:
+            continue
+        for kind in ("server_args", "env"):
+            for change in _changes(getattr(old, kind), getattr(ours, kind),
+                                   mask=kind == "env"):
+                out.append({"approach": ours.approach, "kind": kind, **change})
+    return out
+
+
+def _changes(a: dict[str, Any], b: dict[str, Any], *, mask: bool = False) -> list[dict[str, Any]]:
+    out = []
+    for knob in [*a, *(k for k in b if k not in a)]:
+        old, new = a.get(knob), b.get(knob)
+        if knob in a and knob in b and _text(old) == _text(new):
+            continue
+        if mask and is_secret_name(knob):
+            old, new = (None if old is None else MASK), (None if new is None else MASK)
+        out.append({"knob": knob, "a": old, "b": new})
+    return out
+
+
+def _row(name: str, a: Side, b: Side, *, metric: Metric) -> dict[str, Any]:
+    ours, theirs = _cell(b, name, metric.name), _cell(a, name, metric.name)
+    change = beyond = None
+    a_samples, b_samples = theirs.pop("_samples"), ours.pop("_samples")
+    if theirs["value"] is not None and ours["value"] is not None and theirs["value"] != 0:
+        change = round((ours["value"] - theirs["value"]) / theirs["value"] * 100.0, 1)
+        verdict = compare(b_samples, a_samples, metric=metric, value=ours["value"], delta=change)
+        beyond = verdict.verdict in ("improved", "regressed")
+    return {
+        "approach": name, "role": ours["role"] or theirs["role"], "a": theirs, "b": ours,
+        "change_pct": change, "beyond_noise": bool(beyond),
+        "direction": None if not beyond else _direction(change, metric),
+    }
+
+
+def _direction(change: float | None, metric: Metric) -> str:
+    better = (change or 0) > 0 if not metric.lower_is_better else (change or 0) < 0
+    return "better" if better else "worse"
+
+
+def _cell(side: Side, name: str, metric: str) -> dict[str, Any]:
+    record = next((r for r in side.records if r.approach == name), None)
+    samples = record.samples(metric) if record is not None else []
+    results = {r.get("approach"): r for r in side.report.get("results", [])}
+    result = results.get(name) or {}
+    role = record.role if record is not None else None
+    if record is None and result:
+        role = "approach"
+    verdict = "baseline" if role == "baseline" else result.get("verdict")
+    if record is None and not result:
+        verdict = "absent"
+    return {
+        "present": record is not None or bool(result), "role": role, "verdict": verdict,
+        "cause": result.get("cause"), "value": median(samples),
+        "range": [min(samples), max(samples)] if samples else None, "n": len(samples),
+        "status": record.status if record is not None else None, "_samples": samples,
+    }
+
+
+def _names(a: Side, b: Side) -> list[str]:
+    """Every approach of either batch: B's order, then what only A ran."""
+    names = [c.approach for side in (b, a) for c in _configs(side.plan)]
+    names += [r.approach for side in (b, a) for r in side.records]
+    return list(dict.fromkeys(names))
+
+
+def _configs(plan: BatchPlan) -> tuple[RunConfig, ...]:
+    return (*plan.configs, *plan.points)
+
+
+def _header(side: Side) -> dict[str, Any]:
+    return {"batch": side.batch, "preset": side.preset, "when": side.when, "state": side.state}
+
+
+def _metric_name(plan: BatchPlan) -> str:
+    return f"{plan.metric}, {'lower' if plan.lower_is_better else 'higher'} is better"
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else str(value)
