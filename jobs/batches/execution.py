@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import Any
 
 from jobs import settings
-from jobs.batches import sweeping
+from jobs.batches import remembering, sweeping
 from jobs.batches.planning import new_batch_id
 from jobs.core.errors import UserError
 from jobs.core.events import EventSink, make_event
+from jobs.core.memory import dead_end_record
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.remedies import load_remedies
@@ -128,7 +129,18 @@ def execute_batch(
             fingerprint={}, should_stop=cancel, baseline=baseline, stop_early=stop_early,
             on_phase=_phase_emitter(sink, batch_id, config.approach, index, of),
         )
-        record = _run_one(engine, config, ctx, bad=bad.get(config.approach), cancel=cancel)
+        remembered = remembering.Recall()
+        if config.role != "baseline" and not plan.rerun_known and not cancel():
+            remembered = remembering.recall(store, config, batch_id=batch_id, metric=metric,
+                                            rules=rules, fingerprint=fingerprint_of.result())
+        if remembered.dead_end is not None:  # not started: the earlier failure, copied
+            record = dead_end_record(remembered.dead_end, now=to_run_record(
+                config, ctx, status="failed", started_at=now_iso()))
+        else:
+            record = _run_one(engine, config, ctx, bad=bad.get(config.approach), cancel=cancel)
+        if remembered.reopened is not None:
+            record = dataclasses.replace(record, extra={**record.extra,
+                                                        "reopened": remembered.reopened})
         record = to_stored(dataclasses.replace(record, fingerprint=fingerprint_of.result()), plan)
         store.put_record(record, position=index)
         if config.role == "baseline":

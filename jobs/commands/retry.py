@@ -3,6 +3,7 @@ baseline, under the batch's own overrides (plus any new `--set`)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,6 +20,7 @@ class RetryArgs:
     approaches: Sequence[str]
     sets: Sequence[str] = ()
     reps: int | None = None
+    rerun_known: bool = False  # a known dead end among them is started anyway
 
 
 def retry(ctx: Context, args: RetryArgs, *, idempotency_key: str | None = None) -> Started:
@@ -33,7 +35,7 @@ def retry(ctx: Context, args: RetryArgs, *, idempotency_key: str | None = None) 
     overrides = {**old.overrides, **parse_sets(list(args.sets))}
     planned = plan_batch(row.preset, overrides=overrides, reps=args.reps or old.reps,
                          queue=row.queue)
-    planned = only(planned, names)
+    planned = dataclasses.replace(only(planned, names), rerun_known=args.rerun_known)
     check_flags_if_here(ctx, planned)
     return submit(ctx, planned, idempotency_key=idempotency_key)
 

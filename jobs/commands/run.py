@@ -6,6 +6,7 @@ a path to a YAML file is the operator's, on the command line (`jobs.core.presets
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -32,6 +33,7 @@ class RunArgs:
     reps: int | None = None
     engine: str | None = None
     queue: str | None = None
+    rerun_known: bool = False  # start known dead ends too
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,8 @@ def plan(ctx: Context, args: RunArgs) -> BatchPlan:
         args.preset, engine=args.engine, overrides=parse_sets(list(args.sets)), reps=args.reps,
         queue=args.queue,
     )
+    if args.rerun_known:
+        planned = dataclasses.replace(planned, rerun_known=True)
     check_flags_if_here(ctx, planned)
     return planned
 

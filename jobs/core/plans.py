@@ -62,6 +62,7 @@ class BatchPlan:
     sweep: SweepPlan | None = None
     points: tuple[RunConfig, ...] = ()  # the sweep's points, in grid order (SweepPlan.points)
     confirms: str | None = None  # a confirmation batch: the sweep batch whose winner it re-runs
+    rerun_known: bool = False  # start known dead ends anyway (SPEC.md "Memory across batches")
 
     @property
     def baseline(self) -> RunConfig:

@@ -7,6 +7,7 @@ from the declared change, noise), then the comparison of medians.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import statistics
@@ -64,7 +65,21 @@ def has_failed(record: RunRecord, metric: str) -> bool:
 def judge(
     record: RunRecord, baseline: RunRecord, *, metric: Metric, rules: RuleSet
 ) -> Verdict:
-    """The verdict of one approach against the baseline."""
+    """The verdict of one approach against the baseline; a known dead end's `why` begins
+    `known from <batch>`, a re-opened one's ends with what failed before (jobs.core.memory)."""
+    verdict = _judge(record, baseline, metric=metric, rules=rules)
+    known = record.extra.get("known_from")
+    if isinstance(known, str) and known and verdict.verdict == "failed":
+        verdict = dataclasses.replace(verdict, why=f"known from {known}: {verdict.why}")
+    reopened = record.extra.get("reopened")
+    if isinstance(reopened, str) and reopened:
+        verdict = dataclasses.replace(verdict, why=f"{verdict.why}; {reopened}")
+    return verdict
+
+
+def _judge(
+    record: RunRecord, baseline: RunRecord, *, metric: Metric, rules: RuleSet
+) -> Verdict:
     samples = record.samples(metric.name)
     value = median(samples)
     if record.status in ("cancelled", "skipped"):
@@ -210,3 +225,9 @@ def _clip(text: str, limit: int = 160) -> str:
 
 def _fmt(value: float) -> str:
     return f"{value:.4g}" if abs(value) < 1000 else f"{value:.0f}"
+
+
+def failure_cause(record: RunRecord, *, metric: Metric, rules: RuleSet) -> str | None:
+    """The cause the failure rules give a failed record (None when it did not fail)."""
+    return _failed(record, metric=metric, rules=rules).cause if has_failed(record, metric.name) \
+        else None

@@ -10,13 +10,16 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from jobs.core.memory import config_key, stack_key
 from jobs.core.records import RunRecord, to_record
 from jobs.store.database import Database
 from jobs.store.schema import Run
 
 # Run statuses that leave an approach to run again when an interrupted batch resumes.
 RERUN_STATUSES = frozenset({"cancelled", "skipped"})
-_RUN_UPDATES = ("position", "role", "status", "record", "started_at", "finished_at")
+_RUN_UPDATES = ("position", "role", "status", "record", "started_at", "finished_at",
+                "config_key", "stack_key")
+DEAD_END_LOOKBACK = 20  # earlier failures of one configuration looked at, newest first
 
 
 class Runs(Database):
@@ -45,6 +48,36 @@ class Runs(Database):
             rows = session.execute(query).all()
         return [to_record(json.loads(data), where=f"{batch_id}/{name}") for name, data in rows]
 
+    def last_run_of(self, server_args: dict[str, Any], env: dict[str, str], stack: str, *,
+                    not_in: str) -> RunRecord | None:
+        """The newest run of this configuration on this stack in another batch, whatever its
+        status (one indexed query)."""
+        query = (
+            select(Run.batch_id, Run.approach, Run.record)
+            .where(Run.config_key == config_key(server_args, env), Run.stack_key == stack,
+                   Run.batch_id != not_in, Run.status.notin_(sorted(RERUN_STATUSES)))
+            .order_by(Run.finished_at.desc(), Run.id.desc())
+            .limit(1)
+        )
+        with self._read() as session:
+            row = session.execute(query).first()
+        return None if row is None else to_record(json.loads(row[2]), where=f"{row[0]}/{row[1]}")
+
+    def failures_of(self, server_args: dict[str, Any], env: dict[str, str], *,
+                    not_in: str) -> list[RunRecord]:
+        """Earlier failed runs of this very configuration in other batches, newest first (one
+        indexed query; the caller judges their causes and stacks)."""
+        query = (
+            select(Run.batch_id, Run.approach, Run.record)
+            .where(Run.config_key == config_key(server_args, env), Run.status == "failed",
+                   Run.batch_id != not_in)
+            .order_by(Run.finished_at.desc(), Run.id.desc())
+            .limit(DEAD_END_LOOKBACK)
+        )
+        with self._read() as session:
+            rows = session.execute(query).all()
+        return [to_record(json.loads(data), where=f"{batch}/{name}") for batch, name, data in rows]
+
 
 
 def _run_values(position: int, record: RunRecord) -> dict[str, Any]:
@@ -53,6 +86,8 @@ def _run_values(position: int, record: RunRecord) -> dict[str, Any]:
         "role": record.role, "status": record.status, "record": record.to_json(),
         "started_at": _parse_time(record.started_at),
         "finished_at": _parse_time(record.finished_at),
+        "config_key": config_key(record.server_args, record.env),
+        "stack_key": stack_key(record.fingerprint),
     }
 
 

@@ -88,7 +88,10 @@ class Batch(Base):
 
 class Run(Base):
     __tablename__ = "runs"
-    __table_args__ = (UniqueConstraint("batch_id", "approach", name="uq_runs_batch_approach"),)
+    __table_args__ = (
+        UniqueConstraint("batch_id", "approach", name="uq_runs_batch_approach"),
+        Index("ix_runs_config_key_status", "config_key", "status"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     batch_id: Mapped[str] = mapped_column(
@@ -101,6 +104,10 @@ class Run(Base):
     record: Mapped[str] = mapped_column(Text)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # Known dead ends (0003_run_keys): jobs.core.memory's keys of the run's configuration and
+    # stack; null for a record the store could not read when it was migrated.
+    config_key: Mapped[str | None] = mapped_column(String(32))
+    stack_key: Mapped[str | None] = mapped_column(String(32))
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -42,7 +43,8 @@ def postgres_url() -> Iterator[str]:
         if os.environ.get("SPECBENCH_REQUIRE_POSTGRES") == "1":
             pytest.fail(f"PostgreSQL is required but unreachable: {exc}")
         pytest.skip(f"PostgreSQL unreachable at {PG_ADMIN_URL}: {type(exc).__name__}")
-    name = f"specbench_test_{os.getpid()}"
+    # Unique per instance: a module that imports this fixture gets a session instance of its own.
+    name = f"specbench_test_{os.getpid()}_{secrets.token_hex(3)}"
     with admin.connect() as connection:
         connection.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
         connection.execute(text(f'CREATE DATABASE "{name}"'))
@@ -130,7 +132,7 @@ def test_migrations_run_from_empty_and_are_idempotent(url: str) -> None:
         with engine.connect() as connection:
             tables = set(inspect(connection).get_table_names())
             assert {"alembic_version", "batches", "runs"} <= tables
-            assert MigrationContext.configure(connection).get_current_revision() == "0002"
+            assert MigrationContext.configure(connection).get_current_revision() == "0003"
             assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
     finally:
         engine.dispose()
