@@ -4,8 +4,10 @@ Which two, when not both are named:
 - none: the latest batch with a stored report (it ended) and the latest reported one of the
   same preset before it;
 - `compare X`: X (the newer side, B) and the latest reported batch of X's preset before it.
-A is always the older side shown; a change is B against A. A batch named without a stored
-report (still running, cut short) gets one built from its records so far, as `show` does.
+- `compare A B`: as named (a change is always B against A, whichever is older).
+A batch named without a stored report (still running, cut short) gets one built from its
+records so far, as `show` does. Bad input (an unknown batch, the same batch twice, no earlier
+batch to pair with, a different metric) is a UserError: one line, exit 2.
 """
 
 from __future__ import annotations
