@@ -79,22 +79,31 @@ class Router:
 
 
 def _run(args: list[str], ctx: Context, key: str | None) -> Reply:
-    usage = "run PRESET [--set KNOB=VALUE]... [--reps N]"
+    usage = "run PRESET [--set KNOB=VALUE]... [--reps N] [--rerun-known]"
+    rerun_known, args = _flag(args, "--rerun-known")
     preset, sets, reps, rest = parse_options(args, usage=usage)
     if len(rest) != 1:
         raise UserError(f"usage: {usage}")
-    data = run.run(ctx, run.RunArgs(preset=preset, sets=sets, reps=reps), idempotency_key=key)
+    data = run.run(ctx, run.RunArgs(preset=preset, sets=sets, reps=reps,
+                                    rerun_known=rerun_known), idempotency_key=key)
     return _started(data)
 
 
+def _flag(args: list[str], flag: str) -> tuple[bool, list[str]]:
+    """Whether `flag` (an option without a value) is among `args`, and the rest."""
+    return flag in args, [a for a in args if a != flag]
+
+
 def _retry(args: list[str], ctx: Context, key: str | None) -> Reply:
-    usage = "retry BATCH APPROACH[,APPROACH...] [--set K=V]... [--reps N]"
+    usage = "retry BATCH APPROACH[,APPROACH...] [--set K=V]... [--reps N] [--rerun-known]"
+    rerun_known, args = _flag(args, "--rerun-known")
     _, sets, reps, rest = parse_options(args, usage=usage)
     if len(rest) != 2:
         raise UserError(f"usage: {usage}")
     names = [n for n in rest[1].split(",") if n]
     data = retry.retry(ctx, retry.RetryArgs(batch=rest[0], approaches=names, sets=sets,
-                                            reps=reps), idempotency_key=key)
+                                            reps=reps, rerun_known=rerun_known),
+                       idempotency_key=key)
     return _started(data)
 
 

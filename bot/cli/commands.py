@@ -45,6 +45,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ctx = _context()
     planned = run.plan(ctx, run.RunArgs(
         preset=args.preset, sets=args.sets, reps=args.reps, engine=args.engine, queue=args.queue,
+        rerun_known=args.rerun_known,
     ))
     for warning in planned.warnings:
         print(f"specbench run: warning: {warning}", file=sys.stderr)

@@ -37,6 +37,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--queue", metavar="NAME")
     run.add_argument("--set", dest="sets", action="append", default=[], metavar="KNOB=VALUE")
     run.add_argument("--reps", type=int, metavar="N")
+    run.add_argument("--rerun-known", action="store_true",
+                     help="start known dead ends too (SPEC.md \"Memory across batches\")")
     run.add_argument("--timeout", type=float, default=24 * 3600.0, metavar="S")
     run.add_argument("--format", choices=FORMATS, default="text")
 

@@ -119,6 +119,12 @@ class SpecbenchBot:
             await ack()
             self.spawn(self.handle(line=f"retry {_value(body)}", **_clicker(body)))
 
+        @app.action("specbench_rerun_known")
+        async def on_rerun_known(ack: Any, body: dict[str, Any]) -> None:
+            await ack()  # the value is "BATCH APPROACH": that known dead end, started anyway
+            self.spawn(self.handle(line=f"retry {_value(body)} --rerun-known",
+                                   **_clicker(body)))
+
         @app.action("specbench_logs")
         async def on_logs(ack: Any, body: dict[str, Any]) -> None:
             await ack()
@@ -167,7 +173,11 @@ class SpecbenchBot:
 
     async def show_logs(self, *, batch_id: str, user: str, channel: str, thread_ts: str | None,
                         **_: Any) -> None:
-        message = logs_message(store=self.dispatcher.store, batch_id=batch_id)
+        refusal = self.router.access.refusal(Caller(user=user, channel=channel), "show")
+        if refusal is not None:  # the logs name hosts and models: the allow-lists bind them
+            message = Message(text=f"Sorry: refused: {refusal}")
+        else:
+            message = logs_message(store=self.dispatcher.store, batch_id=batch_id)
         await self.poster.ephemeral(channel=channel, user=user, message=message,
                                     thread_ts=thread_ts)
 
