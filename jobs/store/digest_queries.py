@@ -7,17 +7,19 @@ Module-level functions take the store; `DigestQueries` mixes the same into `Stor
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
+import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, select
+from sqlalchemy import ColumnElement, and_, func, literal, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.expression import cast
 
-from jobs.core.digest import Measurement, Memory, hardware, known_from
-from jobs.core.records import RunRecord, to_record
+from jobs.core.digest import Measurement, Memory, is_better, known_from
+from jobs.core.records import RunRecord, is_number, to_record
 from jobs.core.verdicts import median
 from jobs.store.database import Database
 from jobs.store.schema import Batch, BatchRow, Run, to_batch_row
@@ -117,38 +119,58 @@ def latest_reports(store: Database, *, now: dt.datetime) -> list[BatchRow]:
 
 
 def measured_before(store: Database, *, since: dt.datetime) -> list[Measurement]:
-    """Every ok run of a batch created before `since` with a value on its batch's metric,
-    oldest first: only the metric's name and direction, the metrics and the fingerprint are
-    read, extracted from the JSON by the database (no record is decoded whole)."""
+    """Per (preset, hardware), the best measured run of the batches created before `since`
+    (the best configuration's "previous"), chosen as `best_configurations` would over every
+    one of them in order. The database extracts the three values a run needs from its JSON (its
+    batch metric's samples, the GPU and its count); no record is decoded whole."""
     dialect = store._engine.dialect.name
-    batches = select(
-        Batch.id, Batch.preset, Batch.created_at,
-        _json(Batch.plan, "metric", dialect=dialect),
-        _json(Batch.plan, "lower_is_better", dialect=dialect),
-    ).where(Batch.created_at < since)
-    runs = (
-        select(Run.batch_id, Run.approach, _json(Run.record, "metrics", dialect=dialect),
-               _json(Run.record, "fingerprint", dialect=dialect))
-        .join(Batch, Batch.id == Run.batch_id)
+    metric = _json_path(Batch.plan, ("metric",), dialect=dialect)
+    lower = _json_path(Batch.plan, ("lower_is_better",), dialect=dialect)
+    values = _run_values(dialect)
+    query = (
+        select(Batch.id, Batch.preset, metric, lower, Run.approach, values)
+        .join(Run, Run.batch_id == Batch.id)
         .where(Batch.created_at < since, Run.status == "ok")
         .order_by(Batch.created_at, Batch.id, Run.position, Run.id)
     )
     with store._read() as session:
-        plans = {bid: (preset, at, metric, _is_true(lower))
-                 for bid, preset, at, metric, lower in session.execute(batches)}
-        found = session.execute(runs).all()
-    out = []
-    for batch_id, approach, metrics, fingerprint in found:
-        preset, at, metric, lower = plans[batch_id]
-        probe = RunRecord(batch=batch_id, preset=preset, approach=approach, role="approach",
-                          status="ok", metrics=_object(metrics),
-                          fingerprint=_object(fingerprint))
-        value = median(probe.samples(str(metric)))
-        if value is not None:
-            out.append(Measurement(preset=preset, hardware=hardware(probe), approach=approach,
-                                   batch=batch_id, metric=str(metric), lower_is_better=lower,
-                                   value=value, created_at=at))
-    return out
+        found = session.execute(query).all()
+    best: dict[tuple[str, str], Measurement] = {}
+    for batch_id, preset, name, down, approach, raw in found:
+        samples, gpu, count = _array(raw)
+        value = median(_samples(samples))
+        if value is None:
+            continue
+        is_lower = _is_true(down)
+        # as `jobs.core.digest.hardware` names it (a JSON null reads as absent here)
+        gpus = "?" if count is None else count
+        key = (preset, f"{gpus}x {'unknown GPU' if gpu is None else gpu}")
+        held = best.get(key)
+        if held is None or is_better(value, held.value, lower=is_lower):
+            best[key] = Measurement(preset=preset, hardware=key[1], approach=approach,
+                                    batch=batch_id, metric=str(name), lower_is_better=is_lower,
+                                    value=value, created_at=since)
+    # Decoding a datetime costs more than the rest of a row: only the winners' are read.
+    query_at = select(Batch.id, Batch.created_at).where(
+        Batch.id.in_(sorted({m.batch for m in best.values()})))
+    with store._read() as session:
+        created = dict(session.execute(query_at).all())
+    return sorted((dataclasses.replace(m, created_at=created[m.batch]) for m in best.values()),
+                  key=lambda m: m.created_at)
+
+
+def _run_values(dialect: str) -> ColumnElement[Any]:
+    """A run's samples of its batch's metric, its GPU and GPU count, as one JSON array."""
+    if dialect == "postgresql":
+        record = cast(Run.record, JSONB)
+        name = cast(Batch.plan, JSONB)["metric"].astext
+        return func.jsonb_build_array(
+            func.jsonb_extract_path(record, "metrics", name),
+            func.jsonb_extract_path(record, "fingerprint", "gpu"),
+            func.jsonb_extract_path(record, "fingerprint", "gpu_count"))
+    path = literal('$.metrics."') + func.json_extract(Batch.plan, "$.metric") + literal('"')
+    # One call with three paths parses the record once.
+    return func.json_extract(Run.record, path, "$.fingerprint.gpu", "$.fingerprint.gpu_count")
 
 
 def origins(store: Database, records: Sequence[RunRecord]) -> dict[tuple[str, str], RunRecord]:
@@ -216,20 +238,29 @@ def _records(found: Sequence[Any], *, ids: Sequence[str]) -> Records:
     return out
 
 
-def _json(column: Any, key: str, *, dialect: str) -> ColumnElement[Any]:
-    """One top-level member of a JSON text column, as text (JSON text for objects)."""
+def _json_path(column: Any, path: Sequence[str], *, dialect: str) -> ColumnElement[Any]:
+    """A member of a JSON text column, as text."""
     if dialect == "postgresql":
-        return func.jsonb_extract_path_text(cast(column, JSONB), key)
-    return func.json_extract(column, f"$.{key}")
+        return func.jsonb_extract_path_text(cast(column, JSONB), *path)
+    return func.json_extract(column, "$." + ".".join(path))
 
 
-def _object(value: Any) -> dict[str, Any]:
+def _array(value: Any) -> tuple[Any, Any, Any]:
+    """(samples, gpu, gpu_count) from `_run_values`' array (JSON text on SQLite)."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
         except ValueError:
-            return {}
-    return value if isinstance(value, dict) else {}
+            return None, None, None
+    if not isinstance(value, list) or len(value) != 3:
+        return None, None, None
+    return value[0], value[1], value[2]
+
+
+def _samples(values: Any) -> list[float]:
+    """As `RunRecord.samples`: one value per repetition, bad entries and non-finite dropped."""
+    items = values if isinstance(values, list) else [values]
+    return [float(v) for v in items if is_number(v) and math.isfinite(v)]
 
 
 def _is_true(value: Any) -> bool:
