@@ -68,9 +68,16 @@ def is_secret_name(name: str) -> bool:
 
 def secret_values(*environs: Mapping[str, str]) -> tuple[str, ...]:
     """The values that must never be shown: in every environment given (`os.environ`, a run's
-    env), each value of 4 characters or more whose name looks secret; longest first."""
+    env), each value of 4 characters or more whose name looks secret; longest first. A switch
+    such as TOKENIZERS_PARALLELISM=false holds no secret: masking every "false" in a log would
+    only hide what the failure rules and readers need."""
     values = {str(v) for env in environs for k, v in env.items() if is_secret_name(k)}
-    return tuple(sorted((v for v in values if len(v) >= 4), key=len, reverse=True))
+    return tuple(sorted((v for v in values if len(v) >= 4 and v.lower() not in _NOT_SECRET),
+                        key=len, reverse=True))
+
+
+_NOT_SECRET = frozenset({"true", "false", "none", "null", "auto", "unset", "disabled",
+                         "enabled"})
 
 
 def redact(text: str, *, secrets: Iterable[str]) -> str:

@@ -18,3 +18,12 @@ def test_redact_masks_the_longest_secret_whole() -> None:
     masked = redact(text, secrets=("xoxb-1234", "xoxb-1234-5678"))
     assert masked == "token=*** and *** at redis://:pw@redis:6379"
     assert redact_urls(masked) == "token=*** and *** at redis://:***@redis:6379"
+
+
+def test_a_switch_under_a_secret_looking_name_is_not_masked() -> None:
+    from jobs.settings import redact, secret_values
+
+    env = {"TOKENIZERS_PARALLELISM": "false", "HF_TOKEN": "hf_abcdefgh"}
+    secrets = secret_values(env)
+    assert secrets == ("hf_abcdefgh",)
+    assert redact("use_fast=false token=hf_abcdefgh", secrets=secrets) == "use_fast=false token=***"
