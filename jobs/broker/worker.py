@@ -226,6 +226,7 @@ def sweep(rt: Runtime, app: Any, *, startup: bool = False) -> list[str]:
 def _keep_alive(rt: Runtime, app: Any, stop: threading.Event) -> None:
     last_sweep = time.monotonic()
     last_touch = time.monotonic()
+    failing = False  # one traceback per outage, not one per beat
     while not stop.wait(max(rt.ttl / 3, 0.2)):
         if time.monotonic() - last_touch >= health.HEARTBEAT_INTERVAL_S:
             last_touch = time.monotonic()
@@ -235,8 +236,17 @@ def _keep_alive(rt: Runtime, app: Any, stop: threading.Event) -> None:
             if not rt.busy and time.monotonic() - last_sweep >= rt.ttl:
                 last_sweep = time.monotonic()
                 sweep(rt, app)
-        except Exception:  # noqa: BLE001 - Redis or the store away: try again next beat
-            log.warning("heartbeat/recovery failed; retrying", exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - Redis or the store away: try again next beat
+            if not failing:
+                log.warning("heartbeat/recovery failed; retrying quietly until it works",
+                            exc_info=True)
+            else:
+                log.debug("heartbeat/recovery still failing: %s", exc)
+            failing = True
+        else:
+            if failing:
+                log.info("heartbeat/recovery works again")
+            failing = False
 
 
 def _touch() -> None:
