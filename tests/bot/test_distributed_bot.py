@@ -9,8 +9,6 @@ Skipped without Redis unless SPECBENCH_REQUIRE_REDIS=1.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -26,8 +24,7 @@ import pytest
 from jobs.store import Store
 from tests.bot.conftest import BOT_TOKEN, PLANTED, SIGNING_SECRET, free_port, sign, summaries
 from tests.bot.conftest import thread_of as thread_calls
-from tests.jobs.test_distributed import REPO, Site, Worker, redis_db, wait_until
-from tests.standin.harness import STANDIN
+from tests.jobs.test_distributed import REPO, Site, Worker, make_site, redis_db, wait_until
 from tests.standin.slack_api import SlackStandin
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -60,20 +57,8 @@ approaches:
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Site]:
-    config = tmp_path / "config"
-    shutil.copytree(REPO / "config", config)
-    (config / "presets" / "standin-bot.yaml").write_text(PRESET)
     gen = redis_db()
-    broker = next(gen)
-    site = Site(root=tmp_path, broker=broker)
-    site.env = {
-        "SPECBENCH_DATABASE_URL": site.database, "SPECBENCH_DATA_DIR": str(tmp_path / "data"),
-        "SPECBENCH_CONFIG_DIR": str(config), "SPECBENCH_SGLANG_PYTHON": sys.executable,
-        "SPECBENCH_LEASE_TTL": "3", "SPECBENCH_DIGEST_SCHEDULE": "off",
-        "PYTHONPATH": os.pathsep.join((str(STANDIN), str(REPO))),
-    }
-    Store(site.database).migrate()
-    yield site
+    yield make_site(tmp_path, next(gen), {"standin-bot": PRESET})
     next(gen, None)
 
 

@@ -8,7 +8,6 @@ end event is dropped), and `specbench run` (or `specbench console -c "run ..."`)
 
 from __future__ import annotations
 
-import os
 import shutil
 import signal
 import subprocess
@@ -22,8 +21,7 @@ import pytest
 from bot.cli.commands import END_GRACE_S, STORE_POLL_S
 from jobs.engines.procs import free_port
 from jobs.store import TERMINAL_STATES, Store
-from tests.jobs.test_distributed import REPO, Site, Worker, wait_until
-from tests.standin.harness import STANDIN
+from tests.jobs.test_distributed import REPO, Site, Worker, make_site, wait_until
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -82,18 +80,8 @@ class RedisServer:
 
 @pytest.fixture
 def away(tmp_path: Path) -> Iterator[tuple[Site, RedisServer]]:
-    config = tmp_path / "config"
-    shutil.copytree(REPO / "config", config)
-    (config / "presets" / "standin-away.yaml").write_text(PRESET)
     server = RedisServer(tmp_path)
-    site = Site(root=tmp_path, broker=server.url)
-    site.env = {
-        "SPECBENCH_DATABASE_URL": site.database, "SPECBENCH_DATA_DIR": str(tmp_path / "data"),
-        "SPECBENCH_CONFIG_DIR": str(config), "SPECBENCH_SGLANG_PYTHON": sys.executable,
-        "SPECBENCH_LEASE_TTL": "3", "SPECBENCH_DIGEST_SCHEDULE": "off",
-        "PYTHONPATH": os.pathsep.join((str(STANDIN), str(REPO))),
-    }
-    Store(site.database).migrate()
+    site = make_site(tmp_path, server.url, {"standin-away": PRESET})
     try:
         yield site, server
     finally:

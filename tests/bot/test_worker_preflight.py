@@ -11,9 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,8 +19,7 @@ import pytest
 from jobs.store import Store
 from tests.bot.conftest import summaries
 from tests.bot.test_distributed_bot import Bot
-from tests.jobs.test_distributed import REPO, Site, Worker, cli, redis_db, wait_until
-from tests.standin.harness import STANDIN
+from tests.jobs.test_distributed import REPO, Site, Worker, cli, make_site, redis_db, wait_until
 from tests.standin.slack_api import SlackStandin
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
@@ -55,22 +51,12 @@ NO_SUCH_FLAG = "enable-custom-allreduce-pcie"
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Site]:
-    config = tmp_path / "config"
-    shutil.copytree(REPO / "config", config)
     info = tmp_path / "standin-info.jsonl"
-    for name, extra in (("standin-pre", ""), ("standin-refused", f", {NO_SUCH_FLAG}: true")):
-        (config / "presets" / f"{name}.yaml").write_text(
-            PRESET.format(name=name, extra=extra, info=info))
+    presets = {name: PRESET.format(name=name, extra=extra, info=info)
+               for name, extra in (("standin-pre", ""),
+                                   ("standin-refused", f", {NO_SUCH_FLAG}: true"))}
     gen = redis_db()
-    site = Site(root=tmp_path, broker=next(gen))
-    site.env = {
-        "SPECBENCH_DATABASE_URL": site.database, "SPECBENCH_DATA_DIR": str(tmp_path / "data"),
-        "SPECBENCH_CONFIG_DIR": str(config), "SPECBENCH_SGLANG_PYTHON": sys.executable,
-        "SPECBENCH_LEASE_TTL": "3", "SPECBENCH_DIGEST_SCHEDULE": "off",
-        "PYTHONPATH": os.pathsep.join((str(STANDIN), str(REPO))),
-    }
-    Store(site.database).migrate()
-    yield site
+    yield make_site(tmp_path, next(gen), presets)
     next(gen, None)
 
 

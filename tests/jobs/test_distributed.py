@@ -105,26 +105,31 @@ class Site:
         return env
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    root = tmp_path_factory.mktemp("pipeline")
+def make_site(root: Path, broker: str, presets: dict[str, str], *, ttl: float = 3) -> Site:
+    """A site in `root`: the shipped config plus `presets` (name -> YAML), a migrated SQLite
+    store, and the environment every process of the test gets (the stand-in SGLang first)."""
     config = root / "config"
     shutil.copytree(REPO / "config", config)
-    for name, reps, second in (("standin", 1, "0.2"), ("standin-reps", 3, "0.2"),
-                               ("standin-slow", 1, "30")):
-        (config / "presets" / f"{name}.yaml").write_text(
-            PRESET.format(name=name, reps=reps, tag=TAG, second_startup=second))
-    gen = redis_db()
-    broker = next(gen)
+    for name, text in presets.items():
+        (config / "presets" / f"{name}.yaml").write_text(text)
     site = Site(root=root, broker=broker)
     site.env = {
         "SPECBENCH_DATABASE_URL": site.database, "SPECBENCH_DATA_DIR": str(root / "data"),
         "SPECBENCH_CONFIG_DIR": str(config), "SPECBENCH_SGLANG_PYTHON": sys.executable,
-        "SPECBENCH_LEASE_TTL": "3", "SPECBENCH_DIGEST_SCHEDULE": "off",
-        "PYTHONPATH": os.pathsep.join(p for p in (str(STANDIN), str(REPO)) if p),
+        "SPECBENCH_LEASE_TTL": f"{ttl:g}", "SPECBENCH_DIGEST_SCHEDULE": "off",
+        "PYTHONPATH": os.pathsep.join((str(STANDIN), str(REPO))),
     }
     Store(site.database).migrate()
-    yield site
+    return site
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
+    gen = redis_db()
+    presets = {name: PRESET.format(name=name, reps=reps, tag=TAG, second_startup=second)
+               for name, reps, second in (("standin", 1, "0.2"), ("standin-reps", 3, "0.2"),
+                                          ("standin-slow", 1, "30"))}
+    yield make_site(tmp_path_factory.mktemp("pipeline"), next(gen), presets)
     next(gen, None)
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -36,10 +35,10 @@ from tests.jobs.test_distributed import (
     is_end,
     is_phase,
     leftovers,
+    make_site,
     redis_db,
     wait_until,
 )
-from tests.standin.harness import STANDIN
 
 RESUME_WITHIN_S = 5.0  # issue 10's target, on an unloaded host
 IDLE_IMPORT_S = 1.0  # a fresh interpreter importing the worker's task module, unloaded
@@ -157,22 +156,10 @@ def _host_slowness() -> float:
 
 @pytest.fixture(scope="module")
 def recovery_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
-    root = tmp_path_factory.mktemp("recovery")
-    config = root / "config"
-    shutil.copytree(REPO / "config", config)
-    (config / "presets" / "standin-reps.yaml").write_text(
-        PRESET.format(name="standin-reps", reps=3, tag=TAG, second_startup="0.2"))
     gen = redis_db()
-    broker = next(gen)
-    site = Site(root=root, broker=broker)
-    site.env = {
-        "SPECBENCH_DATABASE_URL": site.database, "SPECBENCH_DATA_DIR": str(root / "data"),
-        "SPECBENCH_CONFIG_DIR": str(config), "SPECBENCH_SGLANG_PYTHON": sys.executable,
-        "SPECBENCH_LEASE_TTL": "30", "SPECBENCH_DIGEST_SCHEDULE": "off",
-        "PYTHONPATH": os.pathsep.join(p for p in (str(STANDIN), str(REPO)) if p),
-    }
-    Store(site.database).migrate()
-    yield site
+    preset = PRESET.format(name="standin-reps", reps=3, tag=TAG, second_startup="0.2")
+    yield make_site(tmp_path_factory.mktemp("recovery"), next(gen), {"standin-reps": preset},
+                    ttl=30)
     next(gen, None)
 
 

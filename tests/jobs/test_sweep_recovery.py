@@ -4,9 +4,6 @@ point that had finished runs again. Skipped without Redis unless SPECBENCH_REQUI
 
 from __future__ import annotations
 
-import os
-import shutil
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,7 +12,6 @@ import pytest
 from jobs.batches.planning import plan_batch
 from jobs.store import Store
 from tests.jobs.test_distributed import (
-    REPO,
     TAG,
     Site,
     Worker,
@@ -23,10 +19,10 @@ from tests.jobs.test_distributed import (
     dispatcher,
     is_end,
     leftovers,
+    make_site,
     redis_db,
     wait_until,
 )
-from tests.standin.harness import STANDIN
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 pytest.importorskip("optuna")
@@ -59,18 +55,8 @@ sweep:
 
 @pytest.fixture
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
-    config = tmp_path / "config"
-    shutil.copytree(REPO / "config", config)
-    (config / "presets" / "standin-sweep.yaml").write_text(PRESET)
     gen = redis_db()
-    site = Site(root=tmp_path, broker=next(gen))
-    site.env = {
-        "SPECBENCH_DATABASE_URL": site.database, "SPECBENCH_DATA_DIR": str(tmp_path / "data"),
-        "SPECBENCH_CONFIG_DIR": str(config), "SPECBENCH_SGLANG_PYTHON": sys.executable,
-        "SPECBENCH_LEASE_TTL": "3", "SPECBENCH_DIGEST_SCHEDULE": "off",
-        "PYTHONPATH": os.pathsep.join((str(STANDIN), str(REPO))),
-    }
-    Store(site.database).migrate()
+    site = make_site(tmp_path, next(gen), {"standin-sweep": PRESET})
     for name, value in site.env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("SPECBENCH_BROKER_URL", site.broker)
