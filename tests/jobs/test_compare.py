@@ -198,3 +198,19 @@ def test_bad_input_is_one_line(store: Store) -> None:
         compare(_ctx(store), CompareArgs(a="b-seed-525", b=only))
     with pytest.raises(UserError, match="two different batches"):
         compare(_ctx(store), CompareArgs(a=only, b=only))
+
+
+def test_the_mixin_serves_the_same_rows(url: str) -> None:  # noqa: F811 - the imported fixture
+    from jobs.store.comparisons import Comparisons
+
+    class Mixed(Store, Comparisons):
+        pass
+
+    with Mixed(url) as mixed:
+        old = load(mixed, SEED, at=T0)
+        new = load(mixed, UPGRADED, at=T0 + timedelta(days=2))
+        newest = mixed.latest_reported()
+        assert newest is not None and newest.id == new
+        earlier = mixed.latest_reported(preset="eagle3", before=newest)
+        assert earlier is not None and earlier.id == old
+        assert mixed.recent_batch_ids() == [new, old]
