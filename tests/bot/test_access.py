@@ -49,7 +49,7 @@ def _batch(router: Router) -> str:
 
 def _every_line(batch_id: str) -> list[str]:
     lines = ["run demo", f"retry {batch_id} faster", "status", f"cancel {batch_id}", "show",
-             f"show {batch_id}", "presets", "history", "digest"]
+             f"show {batch_id}", "presets", "history", "digest", "compare"]
     assert {line.split()[0] for line in lines} == set(CHAT_COMMANDS) - {"help"}
     return lines
 
@@ -120,7 +120,7 @@ def test_reps_have_an_upper_bound() -> None:
     check_reps(MAX_REPS)
     with pytest.raises(UserError, match=f"--reps must be at most {MAX_REPS}, got {MAX_REPS + 1}"):
         check_reps(MAX_REPS + 1)
-    assert f"--reps N is 1 to {MAX_REPS}." in views.help_(help.help_())
+    assert f"--reps N is 1 to {MAX_REPS};" in views.help_(help.help_())
 
 
 def test_too_many_reps_from_chat_and_the_cli_store_nothing(router: Router) -> None:
