@@ -15,6 +15,7 @@ from sqlalchemy import and_, delete, func, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from jobs.core.plans import BatchPlan
+from jobs.store.comparisons import Comparisons
 from jobs.store.database import NO_SYNC, UnknownBatch, now, rowcount
 from jobs.store.leases import Leases
 from jobs.store.posts import Posts
@@ -27,7 +28,7 @@ BATCH_STATES = ("queued", "running", "done", "failed", "cancelled", "refused")
 TERMINAL_STATES = frozenset({"done", "failed", "cancelled", "refused"})
 
 
-class Store(Runs, Leases, Posts):
+class Store(Runs, Leases, Posts, Comparisons):
     """Batches and run records behind one SQLAlchemy URL (default: `settings.database_url()`)."""
 
     def __enter__(self) -> Store:
