@@ -24,7 +24,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.expression import cast
 
 from jobs.core.digest import Measurement, Memory, is_better, known_from
-from jobs.core.records import RunRecord, is_number, to_record
+from jobs.core.records import RunRecord, to_record
 from jobs.core.verdicts import median
 from jobs.store.database import Database
 from jobs.store.schema import Batch, BatchRow, Run, to_batch_row
@@ -264,9 +264,13 @@ def _array(value: Any) -> tuple[Any, Any, Any]:
 
 
 def _samples(values: Any) -> list[float]:
-    """As `RunRecord.samples`: one value per repetition, bad entries and non-finite dropped."""
+    """As `RunRecord.samples`: one value per repetition, bad entries and non-finite dropped.
+    Decoded JSON holds plain ints and floats only, so their exact types suffice (bool is out)."""
     items = values if isinstance(values, list) else [values]
-    return [float(v) for v in items if is_number(v) and math.isfinite(v)]
+    return [float(v) for v in items if type(v) in _NUMBERS and math.isfinite(v)]
+
+
+_NUMBERS = (int, float)
 
 
 def _is_true(value: Any) -> bool:
