@@ -16,7 +16,6 @@ from jobs.core.digest import build_digest
 from jobs.core.errors import UserError
 from jobs.core.rules import load_rules
 from jobs.core.trends import daily_best
-from jobs.store.digest_queries import digest_inputs
 
 
 @dataclass(frozen=True)
@@ -37,7 +36,8 @@ def digest(
     now = now or dt.datetime.now(dt.UTC)
     tz = settings.timezone()
     # The window's batches and only the earlier rows the sections need (indexed queries).
-    rows, records, memory = digest_inputs(ctx.store, since=now - dt.timedelta(days=days), now=now)
+    rows, records, memory = ctx.store.digest_inputs(
+        since=now - dt.timedelta(days=days), now=now)
     data = build_digest(rows, records, now=now, days=days, tz=tz, memory=memory,
                         rules=load_rules())
     png = None

@@ -58,6 +58,7 @@ class Batch(Base):
     __table_args__ = (
         UniqueConstraint("idempotency_key", name="uq_batches_idempotency_key"),
         Index("ix_batches_state_queue", "state", "queue"),
+        Index("ix_batches_preset_created_at", "preset", "created_at", "id"),
         Index("ix_batches_created_at", "created_at"),
     )
 

@@ -17,6 +17,7 @@ from sqlalchemy.exc import IntegrityError
 from jobs.core.plans import BatchPlan
 from jobs.store.comparisons import Comparisons
 from jobs.store.database import NO_SYNC, UnknownBatch, now, rowcount
+from jobs.store.digest_queries import DigestQueries
 from jobs.store.leases import Leases
 from jobs.store.posts import Posts
 from jobs.store.runs import Runs
@@ -28,7 +29,7 @@ BATCH_STATES = ("queued", "running", "done", "failed", "cancelled", "refused")
 TERMINAL_STATES = frozenset({"done", "failed", "cancelled", "refused"})
 
 
-class Store(Runs, Leases, Posts, Comparisons):
+class Store(Runs, Leases, Posts, Comparisons, DigestQueries):
     """Batches and run records behind one SQLAlchemy URL (default: `settings.database_url()`)."""
 
     def __enter__(self) -> Store:
