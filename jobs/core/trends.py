@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from jobs.core.digest import hardware, is_better, measured
+from jobs.core.digest_memory import hardware, is_better, measured
 from jobs.core.records import RunRecord
 
 if TYPE_CHECKING:

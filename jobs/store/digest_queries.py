@@ -23,7 +23,8 @@ from sqlalchemy import ColumnElement, and_, func, literal, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.expression import cast
 
-from jobs.core.digest import Measurement, Memory, is_better, known_from
+from jobs.core.digest_memory import Measurement, Memory, is_better
+from jobs.core.memory import known_from
 from jobs.core.records import RunRecord, to_record
 from jobs.core.verdicts import median
 from jobs.store.database import Database
