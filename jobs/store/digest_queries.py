@@ -15,18 +15,16 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, literal, select
+from sqlalchemy import ColumnElement, and_, func, select
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql.expression import cast
 
 from jobs.core.digest_memory import Measurement, Memory, is_better
 from jobs.core.memory import known_from
 from jobs.core.records import RunRecord, to_record
-from jobs.core.verdicts import median
 from jobs.store.database import Database
 from jobs.store.schema import Batch, BatchRow, Run, to_batch_row
 
@@ -128,35 +126,28 @@ def latest_reports(store: Database, *, now: dt.datetime) -> list[BatchRow]:
 def measured_before(store: Database, *, since: dt.datetime) -> list[Measurement]:
     """Per (preset, hardware), the best measured run of the batches created before `since`
     (the best configuration's "previous"), chosen as `best_configurations` would over every
-    one of them in order. The database extracts the three values a run needs from its JSON (its
-    batch metric's samples, the GPU and its count); no record is decoded whole."""
+    one of them in order. It reads the runs' narrow `value` and `hardware` columns (written
+    with each run, 0005_run_values), never a record."""
     dialect = store._engine.dialect.name
     metric = _json_path(Batch.plan, ("metric",), dialect=dialect)
     lower = _json_path(Batch.plan, ("lower_is_better",), dialect=dialect)
-    values = _run_values(dialect)
     query = (
-        select(Batch.id, Batch.preset, metric, lower, Run.approach, values)
+        select(Batch.id, Batch.preset, metric, lower, Run.approach, Run.value, Run.hardware)
         .join(Run, Run.batch_id == Batch.id)
-        .where(Batch.created_at < since, Run.status == "ok")
+        .where(Batch.created_at < since, Run.status == "ok", Run.value.is_not(None))
         .order_by(Batch.created_at, Batch.id, Run.position, Run.id)
     )
     with store._read() as session:
         found = session.execute(query).all()
     best: dict[tuple[str, str], Measurement] = {}
-    for batch_id, preset, name, down, approach, raw in found:
-        samples, gpu, count = _array(raw)
-        value = median(_samples(samples))
-        if value is None:
-            continue
+    for batch_id, preset, name, down, approach, value, hardware in found:
         is_lower = _is_true(down)
-        # as `jobs.core.digest.hardware` names it (a JSON null reads as absent here)
-        gpus = "?" if count is None else count
-        key = (preset, f"{gpus}x {'unknown GPU' if gpu is None else gpu}")
+        key = (preset, str(hardware))
         held = best.get(key)
         if held is None or is_better(value, held.value, lower=is_lower):
             best[key] = Measurement(preset=preset, hardware=key[1], approach=approach,
                                     batch=batch_id, metric=str(name), lower_is_better=is_lower,
-                                    value=value, created_at=since)
+                                    value=float(value), created_at=since)
     # Decoding a datetime costs more than the rest of a row: only the winners' are read.
     query_at = select(Batch.id, Batch.created_at).where(
         Batch.id.in_(sorted({m.batch for m in best.values()})))
@@ -164,20 +155,6 @@ def measured_before(store: Database, *, since: dt.datetime) -> list[Measurement]
         created = dict(session.execute(query_at).all())
     return sorted((dataclasses.replace(m, created_at=created[m.batch]) for m in best.values()),
                   key=lambda m: m.created_at)
-
-
-def _run_values(dialect: str) -> ColumnElement[Any]:
-    """A run's samples of its batch's metric, its GPU and GPU count, as one JSON array."""
-    if dialect == "postgresql":
-        record = cast(Run.record, JSONB)
-        name = cast(Batch.plan, JSONB)["metric"].astext
-        return func.jsonb_build_array(
-            func.jsonb_extract_path(record, "metrics", name),
-            func.jsonb_extract_path(record, "fingerprint", "gpu"),
-            func.jsonb_extract_path(record, "fingerprint", "gpu_count"))
-    path = literal('$.metrics."') + func.json_extract(Batch.plan, "$.metric") + literal('"')
-    # One call with three paths parses the record once.
-    return func.json_extract(Run.record, path, "$.fingerprint.gpu", "$.fingerprint.gpu_count")
 
 
 def origins(store: Database, records: Sequence[RunRecord]) -> dict[tuple[str, str], RunRecord]:
@@ -250,25 +227,6 @@ def _json_path(column: Any, path: Sequence[str], *, dialect: str) -> ColumnEleme
     if dialect == "postgresql":
         return func.jsonb_extract_path_text(cast(column, JSONB), *path)
     return func.json_extract(column, "$." + ".".join(path))
-
-
-def _array(value: Any) -> tuple[Any, Any, Any]:
-    """(samples, gpu, gpu_count) from `_run_values`' array (JSON text on SQLite)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return None, None, None
-    if not isinstance(value, list) or len(value) != 3:
-        return None, None, None
-    return value[0], value[1], value[2]
-
-
-def _samples(values: Any) -> list[float]:
-    """As `RunRecord.samples`: one value per repetition, bad entries and non-finite dropped.
-    Decoded JSON holds plain ints and floats only, so their exact types suffice (bool is out)."""
-    items = values if isinstance(values, list) else [values]
-    return [float(v) for v in items if type(v) in _NUMBERS and math.isfinite(v)]
 
 
 _NUMBERS = (int, float)

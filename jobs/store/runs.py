@@ -10,15 +10,17 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.dialects import postgresql, sqlite
 
+from jobs.core.digest_memory import hardware
 from jobs.core.memory import config_key, stack_key
 from jobs.core.records import RunRecord, to_record
+from jobs.core.verdicts import median
 from jobs.store.database import Database
-from jobs.store.schema import Run
+from jobs.store.schema import Batch, Run
 
 # Run statuses that leave an approach to run again when an interrupted batch resumes.
 RERUN_STATUSES = frozenset({"cancelled", "skipped"})
 _RUN_UPDATES = ("position", "role", "status", "record", "started_at", "finished_at",
-                "config_key", "stack_key")
+                "config_key", "stack_key", "value", "hardware")
 DEAD_END_LOOKBACK = 20  # earlier failures of one configuration looked at, newest first
 
 
@@ -31,10 +33,12 @@ class Runs(Database):
 
     def put_records(self, records: Sequence[tuple[int, RunRecord]]) -> None:
         """Store (position, record) pairs in one transaction: all of them or none."""
-        rows = {(r.batch, r.approach): _run_values(position, r) for position, r in records}
-        if not rows:
+        if not records:
             return
         with self._write() as session:
+            metrics = _metrics_of(session, {r.batch for _, r in records})
+            rows = {(r.batch, r.approach): _run_values(position, r, metrics.get(r.batch))
+                    for position, r in records}
             session.execute(_upsert_runs(self._engine.dialect.name), list(rows.values()))
 
     def records(self, batch_id: str) -> list[RunRecord]:
@@ -80,8 +84,27 @@ class Runs(Database):
 
 
 
-def _run_values(position: int, record: RunRecord) -> dict[str, Any]:
+def _metrics_of(session: Any, batch_ids: set[str]) -> dict[str, str]:
+    """Each batch's metric, from its stored plan (the run's value is measured on it)."""
+    found = session.execute(select(Batch.id, Batch.plan).where(Batch.id.in_(sorted(batch_ids))))
+    out: dict[str, str] = {}
+    for batch_id, plan in found.all():
+        try:
+            out[batch_id] = str(json.loads(plan)["metric"])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def run_measure(record: RunRecord, metric: str | None) -> dict[str, Any]:
+    """The digest's columns of a run: its median on `metric` when it is ok, its hardware."""
+    value = median(record.samples(metric)) if metric and record.status == "ok" else None
+    return {"value": value, "hardware": hardware(record)}
+
+
+def _run_values(position: int, record: RunRecord, metric: str | None) -> dict[str, Any]:
     return {
+        **run_measure(record, metric),
         "batch_id": record.batch, "position": position, "approach": record.approach,
         "role": record.role, "status": record.status, "record": record.to_json(),
         "started_at": _parse_time(record.started_at),

@@ -15,6 +15,7 @@ from sqlalchemy import (
     Boolean,
     DateTime,
     Dialect,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -109,6 +110,10 @@ class Run(Base):
     # stack; null for a record the store could not read when it was migrated.
     config_key: Mapped[str | None] = mapped_column(String(32))
     stack_key: Mapped[str | None] = mapped_column(String(32))
+    # The digest's measurements (0005_run_values), so that its history never reads a record:
+    # the median on the batch's metric (null without a sample) and the host's hardware.
+    value: Mapped[float | None] = mapped_column(Float)
+    hardware: Mapped[str | None] = mapped_column(String(255))
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,10 @@ from sqlalchemy import insert
 
 from jobs.commands.context import Caller, Context
 from jobs.commands.digest import digest
+from jobs.core.memory import config_key, stack_key
+from jobs.core.records import to_record
 from jobs.store import Store
+from jobs.store.runs import run_measure
 from jobs.store.schema import Batch, Run
 from tests.conftest import BASE_ARGS, FINGERPRINT, make_plan
 
@@ -63,10 +66,14 @@ def _fill(store: Store) -> None:
         for position, (approach, status) in enumerate(configs):
             record = _record(batch, preset, approach, i=i + position, began=created,
                              status=status, driver=driver)
+            # the columns the store writes with every run (jobs/store/runs.py)
+            measure = run_measure(to_record(record), "output_throughput")
             runs.append({"batch_id": batch, "position": position, "approach": approach,
                          "role": record["role"], "status": status,
                          "record": json.dumps(record), "started_at": created,
-                         "finished_at": created + dt.timedelta(minutes=5)})
+                         "finished_at": created + dt.timedelta(minutes=5), **measure,
+                         "config_key": config_key(record["server_args"], record["env"]),
+                         "stack_key": stack_key(record["fingerprint"])})
     with store._write() as session:
         session.execute(insert(Batch), batches)
         session.execute(insert(Run), runs)
