@@ -26,6 +26,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
+def _seconds(text: str) -> float:
+    """A timeout: a number of seconds above 0 (0 or less would end a batch at once)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="specbench", description="Inference-serving experiments, reported.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
@@ -39,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--reps", type=int, metavar="N")
     run.add_argument("--rerun-known", action="store_true",
                      help="start known dead ends too (SPEC.md \"Memory across batches\")")
-    run.add_argument("--timeout", type=float, default=24 * 3600.0, metavar="S")
+    run.add_argument("--timeout", type=_seconds, default=24 * 3600.0, metavar="S")
     run.add_argument("--format", choices=FORMATS, default="text")
 
     analyze = commands.add_parser("analyze", help="re-analyse run records")
@@ -51,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     console = commands.add_parser("console", help="a local chat session")
     console.add_argument("-c", dest="line", metavar="LINE")
-    console.add_argument("--timeout", type=float, default=24 * 3600.0, metavar="S")
+    console.add_argument("--timeout", type=_seconds, default=24 * 3600.0, metavar="S")
 
     bot = commands.add_parser("bot", help="the Slack bot")
     bot.add_argument("--http", type=int, metavar="PORT")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.core.errors import PresetError, RecordError
+from jobs.core.errors import PresetError, RecordError, UserError, did_you_mean
 from jobs.core.presets import load_preset, preset_names
 from jobs.core.records import decode_lines, parse_lines
 from jobs.core.remedies import load_remedies
@@ -40,6 +40,15 @@ def analyze(args: AnalyzeArgs) -> dict[str, Any]:
     if not records:
         raise RecordError(f"{args.runs}: no run records")
     default = metric_defaults(records[0].preset)
+    if args.min_effect_pct is not None and not (
+            math.isfinite(args.min_effect_pct) and args.min_effect_pct >= 0):
+        raise UserError(f"--min-effect must be a percentage of 0 or more, got "
+                        f"{args.min_effect_pct:g}")
+    if args.metric is not None and not any(args.metric in r.metrics for r in records):
+        measured = sorted({k for r in records for k in r.metrics if k != "accept_length"})
+        raise UserError(f"no record of {source} measures {args.metric!r}"
+                        f"{did_you_mean(args.metric, measured)}; they measure: "
+                        f"{', '.join(measured) or 'nothing'}")
     metric = Metric(
         name=args.metric or default.name,
         min_effect_pct=default.min_effect_pct if args.min_effect_pct is None

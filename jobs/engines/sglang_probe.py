@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.core.errors import EngineError, UserError
+from jobs.core.errors import EngineError
 from jobs.settings import data_dir
 
 FORMAT = 2  # of the cache files
@@ -92,12 +92,13 @@ def resolve_python(python: str) -> str:
     """The interpreter as an absolute path (not following symlinks: a venv's python is a link)."""
     found = shutil.which(python) if os.sep not in python else python
     if not found or not os.access(found, os.X_OK) or os.path.isdir(found):
-        raise UserError(f"SPECBENCH_SGLANG_PYTHON={python}: no such interpreter")
+        raise EngineError(f"SPECBENCH_SGLANG_PYTHON={python}: no such interpreter")
     return os.path.abspath(found)
 
 
 def sglang_version(python: str) -> str:
-    """The SGLang version `python` has; UserError when it has none. Cached, see the module."""
+    """The SGLang version `python` has; EngineError when it has none (an infrastructure
+    failure: exit 1). Cached, see the module."""
     key = (python, os.environ.get("PYTHONPATH", ""))
     cached = _versions.get(key) or _read_version(key)
     if cached is not None and _signature(cached[0]) == cached[1]:
@@ -158,7 +159,7 @@ def _probe_version(python: str) -> tuple[str, str | None]:
     except (IndexError, ValueError):
         data = None
     if not isinstance(data, dict) or not isinstance(data.get("version"), str):
-        raise UserError(f"SPECBENCH_SGLANG_PYTHON={python}: cannot import sglang")
+        raise EngineError(f"SPECBENCH_SGLANG_PYTHON={python}: cannot import sglang")
     stamp = data.get("stamp")
     return data["version"].strip(), stamp if isinstance(stamp, str) else None
 

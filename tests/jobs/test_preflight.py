@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from jobs.core.errors import UserError
+from jobs.core.errors import EngineError
 from jobs.core.rules import load_rules
 from jobs.engines import preflight, sglang_probe
 from jobs.engines.flag_table import load_table
@@ -222,19 +222,20 @@ def test_the_version_probe_is_cached_with_the_help_until_an_upgrade(
     assert standin.help_log.read_text().splitlines() == ["0.5.15", "0.5.23"]
 
 
-def test_missing_interpreter_is_a_user_error(
+def test_missing_interpreter_is_an_infrastructure_failure(
     standin: Standin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SPECBENCH_SGLANG_PYTHON", "/nonexistent/python3")
     plan = standin.plan(standin.config("baseline", role="baseline"))
-    with pytest.raises(UserError, match=r"^SPECBENCH_SGLANG_PYTHON=/nonexistent/python3: no such"):
+    no_such = r"^SPECBENCH_SGLANG_PYTHON=/nonexistent/python3: no such"
+    with pytest.raises(EngineError, match=no_such):
         SGLangEngine().preflight(plan)
     monkeypatch.setenv("SPECBENCH_SGLANG_PYTHON", "no-such-python-anywhere")
-    with pytest.raises(UserError, match="no such interpreter"):
+    with pytest.raises(EngineError, match="no such interpreter"):
         SGLangEngine().preflight(plan)
 
 
-def test_interpreter_without_sglang_is_a_user_error(
+def test_interpreter_without_sglang_is_an_infrastructure_failure(
     standin: Standin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     bare = standin.root / "bare-python"  # no site-packages, no PYTHONPATH: no sglang at all
@@ -242,5 +243,6 @@ def test_interpreter_without_sglang_is_a_user_error(
     bare.chmod(0o755)
     monkeypatch.setenv("SPECBENCH_SGLANG_PYTHON", str(bare))
     plan = standin.plan(standin.config("baseline", role="baseline"))
-    with pytest.raises(UserError, match=f"^SPECBENCH_SGLANG_PYTHON={bare}: cannot import sglang$"):
+    cannot = f"^SPECBENCH_SGLANG_PYTHON={bare}: cannot import sglang$"
+    with pytest.raises(EngineError, match=cannot):
         SGLangEngine().preflight(plan)
