@@ -11,7 +11,6 @@ Skipped without PostgreSQL or Redis (unless SPECBENCH_REQUIRE_POSTGRES / _REDIS 
 from __future__ import annotations
 
 import os
-import secrets
 import shutil
 import sys
 import time
@@ -20,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from jobs.store import Store
@@ -29,14 +27,12 @@ from tests.bot.conftest import thread_of as thread_calls
 from tests.bot.test_distributed_bot import Bot
 from tests.jobs.test_distributed import REPO, Site, Worker, redis_db, wait_until
 from tests.standin.harness import STANDIN
+from tests.standin.postgres import fresh_database
 from tests.standin.slack_api import SlackStandin
 from tests.standin.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
-PG_ADMIN_URL = os.environ.get(
-    "SPECBENCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
 CUT_S = 6.0
 PRESET = """\
 name: standin-blip
@@ -71,32 +67,17 @@ class Blip:
 @pytest.fixture
 def blip() -> Iterator[Blip]:
     """A database of this test's own, migrated, and a proxy to the server for the bot."""
-    try:
-        admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT",
-                              connect_args={"connect_timeout": 3})
-        with admin.connect() as connection:
-            connection.execute(text("SELECT 1"))
-    except Exception as exc:  # no driver, no server: both mean "not here"
-        if os.environ.get("SPECBENCH_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"PostgreSQL is required but unreachable: {exc}")
-        pytest.skip(f"PostgreSQL unreachable at {PG_ADMIN_URL}: {type(exc).__name__}")
-    name = f"specbench_blip_{os.getpid()}_{secrets.token_hex(4)}"
-    with admin.connect() as connection:
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    url = make_url(PG_ADMIN_URL).set(database=name)
-    host, port = url.host or "127.0.0.1", url.port or 5432
-    proxy = TcpProxy(host, port)
-    try:
-        direct = url.render_as_string(hide_password=False)
-        Store(direct).migrate()
-        proxied = url.set(host="127.0.0.1", port=proxy.port).render_as_string(
-            hide_password=False)
-        yield Blip(direct=direct, proxied=proxied, proxy=proxy)
-    finally:
-        proxy.close()
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with fresh_database("specbench_blip") as created:
+        url = make_url(created)
+        proxy = TcpProxy(url.host or "127.0.0.1", url.port or 5432)
+        try:
+            direct = url.render_as_string(hide_password=False)
+            Store(direct).migrate()
+            proxied = url.set(host="127.0.0.1", port=proxy.port).render_as_string(
+                hide_password=False)
+            yield Blip(direct=direct, proxied=proxied, proxy=proxy)
+        finally:
+            proxy.close()
 
 
 def sites(root: Path, blip: Blip) -> Iterator[tuple[Site, Site]]:

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -16,44 +14,23 @@ import pytest
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import create_engine, inspect, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
 
 from jobs.core.records import RunRecord, to_record
 from jobs.store import Store, UnknownBatch
 from jobs.store.schema import Base
 from tests.conftest import make_plan
+from tests.standin.postgres import PG_ADMIN_URL as PG_ADMIN_URL
+from tests.standin.postgres import fresh_database
 
-PG_ADMIN_URL = os.environ.get(
-    "SPECBENCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
 T = TypeVar("T")
 
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A fresh database for this test session, dropped at its end."""
-    try:
-        admin = create_engine(
-            PG_ADMIN_URL, isolation_level="AUTOCOMMIT", connect_args={"connect_timeout": 3}
-        )
-        with admin.connect() as connection:
-            connection.execute(text("SELECT 1"))
-    except Exception as exc:  # no driver, no server: both mean "not here"
-        if os.environ.get("SPECBENCH_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"PostgreSQL is required but unreachable: {exc}")
-        pytest.skip(f"PostgreSQL unreachable at {PG_ADMIN_URL}: {type(exc).__name__}")
-    # Unique per instance: a module that imports this fixture gets a session instance of its own.
-    name = f"specbench_test_{os.getpid()}_{secrets.token_hex(3)}"
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield make_url(PG_ADMIN_URL).set(database=name).render_as_string(hide_password=False)
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    with fresh_database() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

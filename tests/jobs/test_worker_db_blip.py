@@ -6,7 +6,6 @@ instead of `run_leased` raising inside its own error handler and the batch waiti
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Iterator
@@ -14,7 +13,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
 from jobs.batches.planning import submit
@@ -23,11 +21,9 @@ from jobs.broker.worker import PatientStore, Runtime
 from jobs.core.events import Event
 from jobs.store import Store
 from tests.standin.harness import Standin, make_standin
+from tests.standin.postgres import PG_ADMIN_URL, fresh_database
 from tests.standin.tcp_proxy import TcpProxy
 
-PG_ADMIN_URL = os.environ.get(
-    "SPECBENCH_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
-)
 OUTAGE_S = 6.0
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -35,26 +31,9 @@ pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
 @pytest.fixture(scope="module")
 def database() -> Iterator[str]:
-    """A fresh PostgreSQL database of this module's own, dropped at its end."""
-    try:
-        admin = create_engine(PG_ADMIN_URL, isolation_level="AUTOCOMMIT",
-                              connect_args={"connect_timeout": 3})
-        with admin.connect() as connection:
-            connection.execute(text("SELECT 1"))
-    except Exception as exc:  # no driver, no server: both mean "not here"
-        if os.environ.get("SPECBENCH_REQUIRE_POSTGRES") == "1":
-            pytest.fail(f"PostgreSQL is required but unreachable: {exc}")
-        pytest.skip(f"PostgreSQL unreachable at {PG_ADMIN_URL}: {type(exc).__name__}")
-    name = f"specbench_blip_{os.getpid()}"
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}"'))
-        connection.execute(text(f'CREATE DATABASE "{name}"'))
-    try:
-        yield name
-    finally:
-        with admin.connect() as connection:
-            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        admin.dispose()
+    """A fresh PostgreSQL database of this module's own, dropped at its end (its name)."""
+    with fresh_database("specbench_blip") as url:
+        yield str(make_url(url).database)
 
 
 @pytest.fixture
