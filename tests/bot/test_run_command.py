@@ -106,11 +106,13 @@ def test_ctrl_c_stops_the_server_group_and_stores_the_batch_cancelled(env):
 
 
 @pytest.mark.timeout(60)
-def test_a_missing_sglang_interpreter_is_bad_input_and_stores_nothing(env, tmp_path):
+def test_a_missing_sglang_interpreter_is_an_infrastructure_failure_and_stores_nothing(
+    env, tmp_path
+):
     env["SPECBENCH_SGLANG_PYTHON"] = str(tmp_path / "no-such-python")
     done = subprocess.run([sys.executable, "-m", "bot.cli.main", "run", "standin-run"], cwd=REPO,
                           env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 2
+    assert done.returncode == 1  # the host lacks SGLang: not the user's input (issue 14)
     [line] = done.stderr.strip().splitlines()
     assert "no-such-python" in line and "Traceback" not in done.stderr
     database = Path(env["SPECBENCH_DATA_DIR"]) / "specbench.db"
