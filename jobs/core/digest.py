@@ -22,14 +22,13 @@ from zoneinfo import ZoneInfo
 from jobs.core.digest_memory import (
     Measurement,
     Memory,
-    is_better,
     measurements,
     memory_of,
     memory_sections,
 )
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, load_rules
-from jobs.core.verdicts import change_pct
+from jobs.core.verdicts import change_pct, is_better
 
 if TYPE_CHECKING:
     from jobs.store import BatchRow
@@ -116,7 +115,7 @@ def best_configurations(
         targets = [best_now] + ([best_before] if point.created_at < since else [])
         for target in targets:
             held = target.get(key)
-            if held is None or is_better(value, held["value"], lower=lower):
+            if held is None or is_better(value, held["value"], lower_is_better=lower):
                 target[key] = entry
     out = []
     for key in sorted(best_now):

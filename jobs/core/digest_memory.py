@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.core.memory import DETERMINISTIC, known_from
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, cause_of
-from jobs.core.verdicts import Metric, change_pct, compare, median
+from jobs.core.verdicts import Metric, change_pct, compare, is_better, median
 
 if TYPE_CHECKING:
     from jobs.store import BatchRow
@@ -83,10 +83,6 @@ def measured(
             value = median(record.samples(metric))
             if record.status == "ok" and value is not None:
                 yield row, record, metric, lower, value
-
-
-def is_better(value: float, other: float, *, lower: bool) -> bool:
-    return value < other if lower else value > other
 
 
 # --------------------------------------------------------------------------- memory across batches
@@ -202,7 +198,7 @@ def _baseline_of(row: BatchRow, records: Sequence[RunRecord]) -> RunRecord | Non
 def _best_of(row: BatchRow, records: Sequence[RunRecord]) -> RunRecord | None:
     best: tuple[float, RunRecord] | None = None
     for _, record, _, lower, value in measured([row], {row.id: records}):
-        if best is None or is_better(value, best[0], lower=lower):
+        if best is None or is_better(value, best[0], lower_is_better=lower):
             best = (value, record)
     return None if best is None else best[1]
 

@@ -20,6 +20,8 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
+from jobs.core.deltas import change_pct, is_better
+
 Scalar = str | int | float | bool | None
 
 ENV_KNOB = re.compile(r"^[A-Z_][A-Z0-9_]*$")
@@ -144,10 +146,6 @@ def to_sweep_plan(data: Mapping[str, Any]) -> SweepPlan:
     return SweepPlan(**fields)
 
 
-def is_better(value: float, than: float, *, lower_is_better: bool) -> bool:
-    return value < than if lower_is_better else value > than
-
-
 def best_point(
     measured: Mapping[str, float | None], *, lower_is_better: bool
 ) -> tuple[str, float] | None:
@@ -161,10 +159,12 @@ def best_point(
     return best
 
 
-def delta_pct(value: float | None, base: float | None) -> float | None:
-    if value is None or base is None or base == 0:
+def delta_pct(value: float | None, base: float | None, *, lower_is_better: bool) -> float | None:
+    """The change against the baseline as the report gives it (positive: better, one decimal)."""
+    if value is None or base is None:
         return None
-    return round((value - base) / base * 100.0, 2)
+    change = change_pct(value, base, lower_is_better=lower_is_better)
+    return None if change is None else round(change, 1)
 
 
 def sweep_section(
@@ -189,7 +189,8 @@ def sweep_section(
         "measured": len([n for n in measured if n in {p.approach for p in sweep.points}
                          and n != sweep.same_as_baseline]),
         "best": None if best is None else {
-            "approach": best[0], "value": best[1], "delta_pct": delta_pct(best[1], base_value),
+            "approach": best[0], "value": best[1],
+            "delta_pct": delta_pct(best[1], base_value, lower_is_better=lower_is_better),
         },
         "confirmation": dict(confirmation) if confirmation is not None else None,
     }

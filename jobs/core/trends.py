@@ -10,8 +10,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from jobs.core.digest_memory import hardware, is_better, measured
+from jobs.core.digest_memory import hardware, measured
 from jobs.core.records import RunRecord
+from jobs.core.verdicts import is_better
 
 if TYPE_CHECKING:
     from jobs.store import BatchRow
@@ -37,7 +38,7 @@ def daily_best(
             "preset": row.preset, "hardware": hardware(record), "metric": metric,
             "lower_is_better": lower, "days": {}})
         held = series["days"].get(day)
-        if held is None or is_better(value, held["value"], lower=lower):
+        if held is None or is_better(value, held["value"], lower_is_better=lower):
             series["days"][day] = {"day": day, "value": value, "approach": record.approach,
                                    "batch": row.id}
     return [

@@ -14,6 +14,8 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.core.deltas import change_pct as change_pct  # re-exported: where callers look
+from jobs.core.deltas import is_better as is_better
 from jobs.core.plans import confounds
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, cause_of, fallback_line
@@ -48,14 +50,6 @@ class Verdict:
 
 def median(samples: list[float]) -> float | None:
     return float(statistics.median(samples)) if samples else None
-
-
-def change_pct(value: float, reference: float, *, lower_is_better: bool) -> float | None:
-    """Relative change in percent, positive meaning better; None against a zero reference."""
-    if reference == 0:
-        return None
-    delta = (value - reference) / reference * 100.0
-    return -delta if lower_is_better else delta
 
 
 def has_failed(record: RunRecord, metric: str) -> bool:
