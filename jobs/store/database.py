@@ -9,7 +9,7 @@ backends. The store's parts (`jobs.store.store`, `runs`, `leases`, `posts`) shar
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -17,11 +17,14 @@ from typing import Any, cast
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import CursorResult, Result, create_engine, event, text, update
+from sqlalchemy import CursorResult, Result, create_engine, event, func, text, update
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.sql.elements import ColumnElement
 
 from jobs import settings
 from jobs.store.schema import Batch
@@ -136,3 +139,10 @@ def _lock_for_migration(connection: Connection) -> None:
     """Serialise concurrent migrators; on SQLite, BEGIN IMMEDIATE already has."""
     if connection.dialect.name == "postgresql":
         connection.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _MIGRATION_LOCK})
+
+
+def json_path(column: Any, path: Sequence[str], *, dialect: str) -> ColumnElement[Any]:
+    """A member of a JSON text column, as text, extracted by the database (no decoding here)."""
+    if dialect == "postgresql":
+        return func.jsonb_extract_path_text(sql_cast(column, JSONB), *path)
+    return func.json_extract(column, "$." + ".".join(path))

@@ -18,14 +18,13 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, func, select
-from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.sql.expression import cast
+from sqlalchemy import and_, func, select
 
-from jobs.core.digest_memory import Measurement, Memory, is_better
+from jobs.core.digest_memory import Measurement, Memory
 from jobs.core.memory import known_from
 from jobs.core.records import RunRecord, to_record
-from jobs.store.database import Database
+from jobs.core.verdicts import is_better
+from jobs.store.database import Database, json_path
 from jobs.store.schema import Batch, BatchRow, Run, to_batch_row
 
 PREDECESSORS = 3  # earlier batches per preset a regression may compare the window's first with
@@ -129,8 +128,8 @@ def measured_before(store: Database, *, since: dt.datetime) -> list[Measurement]
     one of them in order. It reads the runs' narrow `value` and `hardware` columns (written
     with each run, 0005_run_values), never a record."""
     dialect = store._engine.dialect.name
-    metric = _json_path(Batch.plan, ("metric",), dialect=dialect)
-    lower = _json_path(Batch.plan, ("lower_is_better",), dialect=dialect)
+    metric = json_path(Batch.plan, ("metric",), dialect=dialect)
+    lower = json_path(Batch.plan, ("lower_is_better",), dialect=dialect)
     query = (
         select(Batch.id, Batch.preset, metric, lower, Run.approach, Run.value, Run.hardware)
         .join(Run, Run.batch_id == Batch.id)
@@ -144,7 +143,7 @@ def measured_before(store: Database, *, since: dt.datetime) -> list[Measurement]
         is_lower = _is_true(down)
         key = (preset, str(hardware))
         held = best.get(key)
-        if held is None or is_better(value, held.value, lower=is_lower):
+        if held is None or is_better(value, held.value, lower_is_better=is_lower):
             best[key] = Measurement(preset=preset, hardware=key[1], approach=approach,
                                     batch=batch_id, metric=str(name), lower_is_better=is_lower,
                                     value=float(value), created_at=since)
@@ -220,13 +219,6 @@ def _records(found: Sequence[Any], *, ids: Sequence[str]) -> Records:
         out.setdefault(batch_id, []).append(
             to_record(json.loads(data), where=f"{batch_id}/{name}"))
     return out
-
-
-def _json_path(column: Any, path: Sequence[str], *, dialect: str) -> ColumnElement[Any]:
-    """A member of a JSON text column, as text."""
-    if dialect == "postgresql":
-        return func.jsonb_extract_path_text(cast(column, JSONB), *path)
-    return func.json_extract(column, "$." + ".".join(path))
 
 
 _NUMBERS = (int, float)

@@ -14,7 +14,7 @@ from jobs.core.digest_memory import hardware
 from jobs.core.memory import config_key, stack_key
 from jobs.core.records import RunRecord, to_record
 from jobs.core.verdicts import median
-from jobs.store.database import Database
+from jobs.store.database import Database, json_path
 from jobs.store.schema import Batch, Run
 
 # Run statuses that leave an approach to run again when an interrupted batch resumes.
@@ -85,15 +85,11 @@ class Runs(Database):
 
 
 def _metrics_of(session: Any, batch_ids: set[str]) -> dict[str, str]:
-    """Each batch's metric, from its stored plan (the run's value is measured on it)."""
-    found = session.execute(select(Batch.id, Batch.plan).where(Batch.id.in_(sorted(batch_ids))))
-    out: dict[str, str] = {}
-    for batch_id, plan in found.all():
-        try:
-            out[batch_id] = str(json.loads(plan)["metric"])
-        except (ValueError, KeyError, TypeError):
-            continue
-    return out
+    """Each batch's metric, read from its stored plan by the database (the run's value is
+    measured on it; a sweep's plan is large, and this runs with every record)."""
+    metric = json_path(Batch.plan, ("metric",), dialect=session.get_bind().dialect.name)
+    found = session.execute(select(Batch.id, metric).where(Batch.id.in_(sorted(batch_ids))))
+    return {batch_id: str(name) for batch_id, name in found.all() if name is not None}
 
 
 def run_measure(record: RunRecord, metric: str | None) -> dict[str, Any]:
