@@ -14,8 +14,8 @@ from typing import Any
 
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
-from jobs.core.sweeps import best_point, confirmed_steps, is_better, sweep_section
-from jobs.core.verdicts import median
+from jobs.core.sweeps import best_point, confirmed_steps, sweep_section
+from jobs.core.verdicts import is_better, median
 from jobs.search import next_point
 from jobs.store import TERMINAL_STATES, BatchRow, Store
 
