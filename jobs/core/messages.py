@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 
 from jobs import settings
+from jobs.core.units import unit_of
 
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
@@ -37,6 +38,7 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=False,
     )
     env.filters["slack"] = slack_escape
+    env.filters["unit"] = unit_of  # {{ metric|unit }}: "tok/s", "ms" or ""
     return env
 
 
