@@ -24,8 +24,29 @@ SEED_VERDICTS: dict[str, tuple[str, str | None]] = {
     "eagle3-ep-flashinfer-a2a": ("failed", "out-of-memory"),
     "eagle3-nccl-fewer-channels": ("inconclusive", None),
 }
-FIXTURES = Path(__file__).resolve().parents[1].parent / "shared" / "fixtures"
+SHARED = REPO.parent / "shared"  # the workspace's shared/ folder, beside the checkout
+FIXTURES = SHARED / "fixtures"
 SEED = FIXTURES / "seed-session.jsonl"
+SPEC = SHARED / "SPEC.md"
+WHY_SHARED = (
+    "lives in the workspace's shared/ folder beside the checkout ({shared}), which this "
+    "machine does not have; the tests that replay the article's recorded session or check "
+    "the contracts against SPEC.md skip without it"
+)
+
+
+def need_shared(path: Path) -> Path:
+    """`path` under ../shared, or skip saying what is missing and why the test needs it."""
+    if not path.exists():
+        pytest.skip(f"{path.name} " + WHY_SHARED.format(shared=SHARED))
+    return path
+
+
+def pytest_report_header() -> str:
+    """The header says at once whether the tests that need ../shared will run."""
+    if SHARED.is_dir():
+        return f"shared fixtures: {SHARED} (found)"
+    return f"shared fixtures: MISSING at {SHARED}: the tests that need them skip, saying why"
 
 FINGERPRINT: dict[str, Any] = {
     "gpu": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "gpu_count": 8,
@@ -69,16 +90,13 @@ def _isolated(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPath
 @pytest.fixture
 def seed_records() -> list[RunRecord]:
     """The article's session (../shared/fixtures/seed-session.jsonl) as run records."""
-    if not SEED.is_file():
-        pytest.skip(f"no seed fixture at {SEED}")
+    need_shared(SEED)
     return list(parse_lines(SEED.read_text(encoding="utf-8").splitlines(), source=str(SEED)))
 
 
 @pytest.fixture
 def seed_path() -> Path:
-    if not SEED.is_file():
-        pytest.skip(f"no seed fixture at {SEED}")
-    return SEED
+    return need_shared(SEED)
 
 
 def make_record(

@@ -19,9 +19,9 @@ import pytest
 import yaml
 
 from bot.cli.main import build_parser
+from tests.conftest import SPEC, need_shared
 
 REPO = Path(__file__).resolve().parents[1]
-SPEC = Path(__file__).resolve().parents[1].parent / "shared" / "SPEC.md"
 COMPOSE = REPO / "docker-compose.yml"
 ENV_EXAMPLE = REPO / ".env.example"
 MANIFEST = REPO / "config" / "slack-manifest.yml"
@@ -219,9 +219,7 @@ def test_the_pinned_sglang_release_accepts_every_shipped_preset(
 
 
 def _spec_variables() -> set[str]:
-    if not SPEC.is_file():
-        pytest.skip(f"no SPEC.md at {SPEC}")
-    text = SPEC.read_text(encoding="utf-8")
+    text = need_shared(SPEC).read_text(encoding="utf-8")
     section = text.split("## Environment", 1)[1].split("\n## ", 1)[0]
     names: set[str] = set()
     for line in section.splitlines():

@@ -18,13 +18,11 @@ import pytest
 from jobs.commands.analyze import AnalyzeArgs, analyze, non_finite
 from jobs.core.errors import RecordError
 from jobs.core.records import decode_lines, parse_lines
-from tests.conftest import REPO, SEED, make_record
+from tests.conftest import REPO, SEED, make_record, need_shared
 
 
 def _seed() -> list[str]:
-    if not SEED.is_file():
-        pytest.skip(f"no seed fixture at {SEED}")
-    return SEED.read_text(encoding="utf-8").splitlines()
+    return need_shared(SEED).read_text(encoding="utf-8").splitlines()
 
 
 def _utf8(lines: list[str]) -> bytes:

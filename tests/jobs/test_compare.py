@@ -21,7 +21,7 @@ from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord, parse_lines
 from jobs.store import Store
 from jobs.store.comparisons import latest_reported
-from tests.conftest import FINGERPRINT, SEED, make_plan
+from tests.conftest import FINGERPRINT, SEED, make_plan, need_shared
 from tests.jobs.test_store import postgres_url, url  # noqa: F401 - the parametrised backends
 
 UPGRADED = Path(__file__).resolve().parent / "fixtures" / "seed-session-upgraded.jsonl"
@@ -50,8 +50,7 @@ def plan_of(records: list[RunRecord], **fields: Any) -> BatchPlan:
 
 def load(store: Store, path: Path, *, at: datetime) -> str:
     """A recorded session stored as an ended batch: plan, records, report."""
-    if not path.is_file():
-        pytest.skip(f"no fixture at {path}")
+    need_shared(path)
     records = _records(path)
     batch = records[0].batch
     store.create_batch(batch_id=batch, preset=records[0].preset, engine="sglang",
@@ -165,7 +164,7 @@ def test_the_seed_against_an_upgrade_names_the_driver_and_what_moved(store: Stor
 
 
 def test_default_pairs_the_latest_batch_with_its_presets_last_ended_one(store: Store) -> None:
-    records = _records(SEED) if SEED.is_file() else pytest.skip("no seed fixture")
+    records = _records(need_shared(SEED))
     report = {"results": [], "batch": "x"}
     for i, (batch, preset, ended) in enumerate([
         ("b-1", "eagle3", True), ("b-2", "other", True), ("b-3", "eagle3", False),

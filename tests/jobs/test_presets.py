@@ -14,7 +14,7 @@ from jobs.core.presets import find_preset, load_all, load_preset, parse_preset, 
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric, judge
 from jobs.engines.sglang import SGLangEngine
-from tests.conftest import SEED
+from tests.conftest import SEED, need_shared
 from tests.standin.harness import Standin, make_standin
 
 GOOD = """\
@@ -67,9 +67,13 @@ def test_eagle3_has_no_confound_and_matches_the_seed_session() -> None:
     assert fewer.server_args["mem-fraction-static"] == plan.baseline.server_args[
         "mem-fraction-static"
     ]
-    if SEED.is_file():
-        seeded = [json.loads(line)["approach"] for line in SEED.read_text().splitlines() if line]
-        assert ["baseline", *[a.name for a in preset.approaches]] == seeded
+
+
+def test_eagle3_runs_the_seed_sessions_approaches_in_its_order() -> None:
+    preset = load_preset("eagle3")
+    seed = need_shared(SEED)
+    seeded = [json.loads(line)["approach"] for line in seed.read_text().splitlines() if line]
+    assert ["baseline", *[a.name for a in preset.approaches]] == seeded
 
 
 def test_eagle3_extends_inherits_the_parent() -> None:

@@ -21,8 +21,7 @@ from jobs.core.rules import (
     load_rules,
     parse_rules,
 )
-
-FIXTURES = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures"
+from tests.conftest import SEED, need_shared
 
 # SGLang's boilerplate after every capture failure
 # (sglang python/sglang/srt/model_executor/cuda_graph_runner.py, CUDA_GRAPH_CAPTURE_FAILED_MSG)
@@ -516,7 +515,6 @@ def test_cause_of_rule_timeout_crash(rules: RuleSet) -> None:
 # ---------------------------------------------------------------------------- the seed fixture
 
 
-@pytest.mark.skipif(not FIXTURES.is_dir(), reason="no shared fixtures folder")
 def test_seed_fixture_causes(rules: RuleSet) -> None:
     expected = {
         "eagle3-nccl-tree": "cuda-graph-incompatible",
@@ -525,7 +523,7 @@ def test_seed_fixture_causes(rules: RuleSet) -> None:
         "eagle3-ep-flashinfer-a2a": "out-of-memory",
     }
     found = {}
-    for text in (FIXTURES / "seed-session.jsonl").read_text().splitlines():
+    for text in need_shared(SEED).read_text().splitlines():
         record = json.loads(text)
         tag, why = cause_of(log_tail=record["log_tail"], status=record["status"], rules=rules)
         if record["status"] == "ok":
