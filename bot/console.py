@@ -38,6 +38,19 @@ class ConsolePoster:
         self._count = 0
         self._texts: dict[str, tuple[str | None, str]] = {}  # ts -> (thread_ts, text)
         self._last: tuple[str, int] | None = None  # the last message drawn and its line count
+        self._prompting = False  # the prompt is on screen, waiting for a line
+
+    def show_prompt(self) -> None:
+        """Write the prompt (on a terminal); messages posted while it waits redraw it below
+        them instead of writing into the line being typed."""
+        if self.tty:
+            self.out.write(PROMPT)
+            self.out.flush()
+            self._prompting = True
+
+    def prompt_answered(self) -> None:
+        """The line was entered: the cursor is on a fresh line, no prompt to move."""
+        self._prompting = False
 
     async def post(self, *, channel: str, thread_ts: str | None, message: Message) -> str:
         self._count += 1
@@ -76,7 +89,12 @@ class ConsolePoster:
     def _draw(self, ts: str | None, text: str, *, thread: bool) -> None:
         lines = text.rstrip("\n").splitlines() or [""]
         prefix = INDENT if thread else ""
+        prompting = self._prompting and self.tty
+        if prompting:
+            self.out.write("\r\x1b[K")  # the prompt's line cleared; it comes back below
         self.out.write("".join(f"{prefix}{line}\n" for line in lines))
+        if prompting:
+            self.out.write(PROMPT)
         self.out.flush()
         self._last = None if ts is None else (ts, len(lines))
 
@@ -161,10 +179,9 @@ class Console:
         started: list[str] = []
         try:
             while True:
-                if self.poster.tty:
-                    self.poster.out.write(PROMPT)
-                    self.poster.out.flush()
+                self.poster.show_prompt()
                 line = await asyncio.to_thread(stdin.readline)
+                self.poster.prompt_answered()
                 if not line:
                     break
                 if line.strip() in ("exit", "quit"):

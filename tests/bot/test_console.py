@@ -71,3 +71,90 @@ def test_console_one_liners(tmp_path: Path, line: str, code: int, expected: str)
     done = console(tmp_path, line)
     assert done.returncode == code, done.stderr
     assert expected in done.stdout
+
+
+# ------------------------------------------------------------------ the prompt and the thread
+
+
+class _Terminal:
+    """A text stream that says it is a terminal, keeping what was written."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+    def isatty(self) -> bool:
+        return True
+
+
+def test_a_message_posted_while_the_prompt_waits_is_drawn_above_a_fresh_prompt() -> None:
+    import asyncio
+
+    from bot.console import PROMPT, ConsolePoster
+    from bot.thread.messages import Message
+
+    term = _Terminal()
+    poster = ConsolePoster(term)  # type: ignore[arg-type]
+    poster.show_prompt()
+    asyncio.run(poster.post(channel="c", thread_ts="1", message=Message(text="baseline: rep 1/3")))
+    # The prompt's line is cleared, the message takes it, the prompt comes back below it.
+    assert term.text == f"{PROMPT}\r\x1b[K  │ baseline: rep 1/3\n{PROMPT}"
+    ts = asyncio.run(poster.post(channel="c", thread_ts="1", message=Message(text="p\nq")))
+    term.text = ""
+    asyncio.run(poster.update(channel="c", ts=ts, message=Message(text="p\nr")))
+    # Redrawn in place: up over the message's two lines (the cursor sits on the prompt's).
+    assert term.text == f"\x1b[2F\x1b[J\r\x1b[K  │ p\n  │ r\n{PROMPT}"
+    poster.prompt_answered()
+    term.text = ""
+    poster.say("done")
+    assert term.text == "done\n"  # no prompt on screen: nothing to clear or redraw
+
+
+def test_the_console_on_a_real_terminal_keeps_its_prompt_on_a_line_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """`specbench console` on a pseudo-terminal: each answer starts on its own line and the
+    prompt follows it, never the other way round."""
+    import pty
+    import select
+    import time
+
+    env = {**os.environ, "SPECBENCH_DATA_DIR": str(tmp_path), "PYTHONPATH": str(REPO)}
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: the console on the terminal
+        os.execvpe(sys.executable, [sys.executable, "-m", "bot.cli.main", "console"], env)
+    seen = b""
+
+    def read_until(marker: bytes, timeout: float = 60.0) -> None:
+        nonlocal seen
+        deadline = time.monotonic() + timeout
+        while marker not in seen and time.monotonic() < deadline:
+            ready, _, _ = select.select([fd], [], [], 0.5)
+            if ready:
+                try:
+                    seen += os.read(fd, 4096)
+                except OSError:
+                    break
+        assert marker in seen, seen.decode(errors="replace")
+
+    try:
+        read_until(b"specbench> ")
+        os.write(fd, b"presets\n")
+        read_until(b"cpu-demo")
+        read_until(b"specbench> ", timeout=30)
+        os.write(fd, b"exit\n")
+        _, status = os.waitpid(pid, 0)
+    finally:
+        os.close(fd)
+    assert os.waitstatus_to_exitcode(status) == 0
+    text = seen.decode(errors="replace").replace("\r\n", "\n")
+    answer = text.split("presets\n", 1)[1]
+    # The answer begins on the line after the typed command, and the prompt after the answer.
+    assert not answer.startswith("specbench> ")
+    assert answer.rstrip().endswith("specbench>")
