@@ -6,6 +6,7 @@ itself renders it with `.env.example` as its env file. Nothing here starts a con
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import re
 import shlex
@@ -19,7 +20,7 @@ import pytest
 import yaml
 
 from bot.cli.main import build_parser
-from tests.conftest import SPEC, need_shared
+from tests.conftest import SEED, SPEC, need_shared
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = REPO / "docker-compose.yml"
@@ -384,3 +385,48 @@ def test_the_docs_link_each_other_and_exist() -> None:
     for path in DOCS:
         for target in re.findall(r"\]\(([^)#:]+\.(?:md|yml))\)", path.read_text(encoding="utf-8")):
             assert (path.parent / target).resolve().is_file(), f"{path.name} links {target}"
+
+
+# --- docs/contracts.md: the contracts a user needs, in the repository ------------------------
+
+CONTRACTS = REPO / "docs" / "contracts.md"
+
+
+def _subcommands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(action.choices)
+
+
+def test_the_contracts_page_names_every_command_and_its_options() -> None:
+    text = CONTRACTS.read_text(encoding="utf-8")
+    rows = {line.split("`")[1].split()[1]: line for line in text.splitlines()
+            if line.startswith("| `specbench ")}
+    for name, sub in _subcommands().items():
+        assert name in rows, f"docs/contracts.md has no row for `specbench {name}`"
+        for action in sub._actions:
+            for option in action.option_strings:
+                if option.startswith("--") and option != "--help":
+                    assert option in rows[name], f"`specbench {name}` row lacks {option}"
+
+
+def test_the_contracts_page_names_every_variable_the_settings_read() -> None:
+    text = CONTRACTS.read_text(encoding="utf-8")
+    read = set(re.findall(r"\"((?:SPECBENCH|SLACK)_[A-Z0-9_]+)\"",
+                          (REPO / "jobs" / "settings.py").read_text(encoding="utf-8")))
+    assert read, "jobs/settings.py reads no variables?"
+    missing = sorted(name for name in read if f"`{name}`" not in text)
+    assert not missing, f"read by jobs/settings.py, not in docs/contracts.md: {missing}"
+
+
+def test_the_readme_and_docs_point_to_files_the_repository_holds() -> None:
+    for path in [*DOCS, REPO / "README.md"]:
+        text = path.read_text(encoding="utf-8")
+        assert "SPEC.md" not in text, f"{path.name} names SPEC.md, which is not in the repository"
+
+
+def test_the_readmes_example_session_is_the_recorded_seed_session() -> None:
+    """README's `analyze docs/examples/seed-session.jsonl` runs on a fresh clone: the copy is
+    the article's recorded session as shared/fixtures holds it."""
+    example = REPO / "docs" / "examples" / "seed-session.jsonl"
+    assert example.read_bytes() == need_shared(SEED).read_bytes()
