@@ -63,6 +63,7 @@ class BatchPlan:
     points: tuple[RunConfig, ...] = ()  # the sweep's points, in grid order (SweepPlan.points)
     confirms: str | None = None  # a confirmation batch: the sweep batch whose winner it re-runs
     rerun_known: bool = False  # start known dead ends anyway (SPEC.md "Memory across batches")
+    warmup: bool = True  # one unmeasured bench pass before the repetitions (Preset.warmup)
 
     @property
     def baseline(self) -> RunConfig:
@@ -160,6 +161,7 @@ def resolve(
         metric=preset.metric, lower_is_better=preset.lower_is_better,
         min_effect_pct=preset.min_effect_pct, reps=reps or preset.reps,
         startup_s=preset.timeouts.startup_s, bench_s=preset.timeouts.bench_s,
+        warmup=preset.warmup,
         bench=dict(preset.bench), configs=tuple(configs),
         overrides=dict(overrides), warnings=confound_warnings(configs),
         sweep=sweep, points=points,

@@ -64,6 +64,10 @@ class Preset(_Frozen):
     lower_is_better: bool = False
     min_effect_pct: float = Field(default=2.0, ge=0)
     reps: int = Field(default=3, ge=1)
+    # One unmeasured pass of the bench before the repetitions, on the same server: the first
+    # pass runs cold (lazy initialisation, allocator, caches) at about half speed, and as a
+    # sample it would widen every range. Run and recorded (the record's `warmup`), never a sample.
+    warmup: bool = True
     timeouts: Timeouts = Field(default_factory=Timeouts)
     bench: dict[str, Scalar] = Field(default_factory=dict)
     overridable: tuple[str, ...] = ()
