@@ -14,8 +14,10 @@ from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.settings import redact, redact_env, secret_values
 
-# Called with a phase name and details: ("launching", {}), ("ready", {}),
-# ("repetition", {"rep": 2, "of": 3}), ("stopping", {}).
+# Called with a phase name and details: ("launching", {}), ("ready", {}), ("warmup", {"of": 3})
+# when the plan has one, ("repetition", {"rep": 2, "of": 3}), ("stopping", {}); and after each
+# bench pass ("result", {"rep": 2, "of": 3, "metric": name, "value": float | None}), with
+# "warmup": True (and rep 0) for the warm-up, "why" for a repetition that is no sample.
 PhaseCallback = Callable[[str, dict[str, Any]], None]
 # Polled while a configuration runs; True means: stop the process group now (a cancel).
 StopCheck = Callable[[], bool]

@@ -12,6 +12,10 @@ before it (/flush_cache) and after bench_serving's warm-up (`--flush-cache`; a f
 SGLang's accept-length counters, so the figure bench_serving reads is this repetition's own). A
 repetition whose result has fewer `completed` requests than prompts sent is no sample: the
 record's `repetitions` says why.
+
+With the plan's `warmup`, one more bench_serving run comes first on the same server, with the
+same settings, a seed after the repetitions' and its own output file: the first pass after a
+start runs cold, so it is recorded (the record's `warmup`) but never a sample.
 """
 
 from __future__ import annotations
@@ -125,12 +129,32 @@ def bench_args(bench: Mapping[str, Any], *, rep: int) -> dict[str, Any]:
     return args
 
 
+def warmup_args(bench: Mapping[str, Any], *, reps: int) -> dict[str, Any]:
+    """The warm-up's bench settings: the repetitions' but for a seed after all of theirs (never
+    negative: bench_serving seeds numpy with it), so no repetition replays its prompts."""
+    return bench_args(bench, rep=reps + 1)
+
+
 def prompts_sent(bench: Mapping[str, Any]) -> int:
     given = next((v for k, v in bench.items() if preflight.to_flag(k) == "--num-prompts"), None)
     try:
         return int(given) if given is not None else BENCH_DEFAULT_PROMPTS
     except (TypeError, ValueError):
         return BENCH_DEFAULT_PROMPTS
+
+
+def _is_real(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _numbers(result: Mapping[str, Any], metric: str) -> dict[str, float]:
+    """bench_serving's figures the record keeps: the usual ones and the plan's metric."""
+    keys = dict.fromkeys((*BENCH_METRICS, metric))
+    return {k: float(v) for k in keys if _is_real(v := result.get(k))}
 
 
 @dataclass
@@ -205,6 +229,7 @@ class _Run:
         self.bench: ProcessGroup | None = None
         self._stop_checked = 0.0
         self.repetitions: list[dict[str, Any]] = []
+        self.warmup: dict[str, Any] | None = None  # the warm-up's result: recorded, no sample
         self.stopped_early: int | None = None  # the repetition after which stop_early held
         self.notes: list[str] = []  # specbench's own lines, after the server's log tail
         stem = ctx.log_path.name.removesuffix(".log")
@@ -221,18 +246,10 @@ class _Run:
             ending = self._launch() or self._wait_ready()
             if ending is None:
                 self.ctx.on_phase("ready", {})
-                reps = self.ctx.plan.reps
-                for rep in range(1, reps + 1):
-                    self.ctx.on_phase("repetition", {"rep": rep, "of": reps})
-                    ending = self._bench_once(rep, samples=samples, accept=accept)
-                    if ending is not None:
-                        break
-                    got = samples.get(self.ctx.plan.metric, [])
-                    if rep < reps and self.ctx.stop_early and self.ctx.stop_early(got):
-                        self.stopped_early = rep
-                        self.notes.append(f"specbench: stopped after repetition {rep} of "
-                                          f"{reps}: this point can no longer beat the best")
-                        break
+                if self.ctx.plan.warmup:
+                    self.ctx.on_phase("warmup", {"of": self.ctx.plan.reps})
+                    ending = self._bench_once(0, samples=samples, accept=accept)
+                ending = ending or self._repeat(samples=samples, accept=accept)
         finally:
             self._shut_down(fatal=self.watch.fatal is not None)
         ending = ending or _Ending("ok", exit_code=0)
@@ -245,6 +262,7 @@ class _Run:
         metrics: dict[str, Any] = dict(samples)
         metrics["accept_length"] = sum(accept) / len(accept) if accept else None
         extra: dict[str, Any] = {"repetitions": self.repetitions} if self.repetitions else {}
+        extra["warmup"] = self.warmup
         if self.watch.fallbacks:  # early startup lines: the log tail may have lost them
             extra["fallbacks"] = list(self.watch.fallbacks)
         if self.stopped_early is not None:
@@ -255,6 +273,22 @@ class _Run:
             log_tail="\n".join([*tail, *self.notes, *ending.extra_lines][-TAIL_LINES:]),
             metrics=metrics, extra=extra,
         )
+
+    def _repeat(self, *, samples: dict[str, list[float]], accept: list[float]) -> _Ending | None:
+        """The repetitions, until one ends the run or `stop_early` holds."""
+        reps = self.ctx.plan.reps
+        for rep in range(1, reps + 1):
+            self.ctx.on_phase("repetition", {"rep": rep, "of": reps})
+            ending = self._bench_once(rep, samples=samples, accept=accept)
+            if ending is not None:
+                return ending
+            got = samples.get(self.ctx.plan.metric, [])
+            if rep < reps and self.ctx.stop_early and self.ctx.stop_early(got):
+                self.stopped_early = rep
+                self.notes.append(f"specbench: stopped after repetition {rep} of "
+                                  f"{reps}: this point can no longer beat the best")
+                return None
+        return None
 
     def _launch(self) -> _Ending | None:
         argv = [
@@ -286,9 +320,12 @@ class _Run:
     def _bench_once(
         self, rep: int, *, samples: dict[str, list[float]], accept: list[float]
     ) -> _Ending | None:
-        out_file = Path(f"{self.bench_stem}.rep{rep}.{secrets.token_hex(3)}.jsonl")
-        bench = bench_args(self.ctx.plan.bench, rep=rep)
-        if rep > 1:
+        """One bench_serving run: repetition `rep`, or the warm-up for 0."""
+        plan = self.ctx.plan
+        label = f"rep{rep}" if rep else "warmup"
+        out_file = Path(f"{self.bench_stem}.{label}.{secrets.token_hex(3)}.jsonl")
+        bench = bench_args(plan.bench, rep=rep) if rep else warmup_args(plan.bench, reps=plan.reps)
+        if rep > 1 or (rep == 1 and plan.warmup):
             self._flush_cache(rep)
         argv = [
             self.python, "-m", "sglang.bench_serving", "--backend", "sglang",
@@ -320,24 +357,43 @@ class _Run:
         if code != 0 or result is None:
             why = f"exited {code}" if code != 0 else f"exited 0 but wrote no result to {out_file}"
             return _Ending("failed", exit_code=code, extra_lines=self._bench_lines(rep, why))
-        sent, completed = prompts_sent(self.ctx.plan.bench), result.get("completed")
+        sent, completed = prompts_sent(plan.bench), result.get("completed")
+        if rep == 0:
+            self._record_warmup(result, seed=bench["seed"], sent=sent)
+            return None
         entry: dict[str, Any] = {"rep": rep, "seed": bench["seed"], "sent": sent,
                                  "completed": completed, "sample": True}
         self.repetitions.append(entry)
-        if not isinstance(completed, int) or isinstance(completed, bool) or completed != sent:
+        if not _is_count(completed) or completed != sent:
             entry.update(sample=False, why=f"completed {completed} of {sent}")
             self.notes.append(f"specbench: repetition {rep} is no sample: bench_serving "
                               f"completed {completed} of {sent} prompts")
+            self.ctx.on_phase("result", {"rep": rep, "of": plan.reps, "metric": plan.metric,
+                                         "value": None, "why": entry["why"]})
             return None
-        for key in dict.fromkeys((*BENCH_METRICS, self.ctx.plan.metric)):
-            value = result.get(key)
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                samples.setdefault(key, []).append(float(value))
+        for key, value in _numbers(result, plan.metric).items():
+            samples.setdefault(key, []).append(value)
         value = result.get("accept_length")
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        if _is_real(value) and value > 0:
             accept.append(float(value))
             entry["accept_length"] = float(value)
+        self.ctx.on_phase("result", {"rep": rep, "of": plan.reps, "metric": plan.metric,
+                                     "value": _numbers(result, plan.metric).get(plan.metric)})
         return None
+
+    def _record_warmup(self, result: dict[str, Any], *, seed: int, sent: int) -> None:
+        """The warm-up's figures as the record keeps them, and its phase; never a sample."""
+        plan = self.ctx.plan
+        completed = result.get("completed")
+        self.warmup = {**_numbers(result, plan.metric), "seed": seed, "sent": sent,
+                       "completed": completed}
+        if _is_real(value := result.get("accept_length")) and value > 0:
+            self.warmup["accept_length"] = float(value)
+        if not _is_count(completed) or completed != sent:
+            self.notes.append(f"specbench: the warm-up completed {completed} of {sent} prompts "
+                              "(not a sample either way)")
+        self.ctx.on_phase("result", {"rep": 0, "of": plan.reps, "metric": plan.metric,
+                                     "warmup": True, "value": self.warmup.get(plan.metric)})
 
     def _flush_cache(self, rep: int) -> None:
         """Empty the prefix cache (and the accept counters) before repetition `rep`."""
@@ -356,7 +412,8 @@ class _Run:
         assert self.bench is not None
         self.bench.wait_output(1.0)
         lines = [line for line in self.bench.tail if line.strip()][-BENCH_ERROR_LINES:]
-        return [f"specbench: bench_serving (repetition {rep}) {why}:", *lines]
+        what = f"repetition {rep}" if rep else "warm-up"
+        return [f"specbench: bench_serving ({what}) {why}:", *lines]
 
     def _server_ending(self) -> _Ending | None:
         """Failed at once on a fatal log line or when the server exits by itself."""

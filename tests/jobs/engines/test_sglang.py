@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from pathlib import Path
 from typing import Any
@@ -53,12 +54,17 @@ def test_ok_run_measures_every_repetition(standin: Standin) -> None:
     assert len(record.metrics["median_ttft_ms"]) == len(record.metrics["median_itl_ms"]) == 2
     assert record.metrics["accept_length"] is None
     assert [name for name, _ in phases] == [
-        "launching", "ready", "repetition", "repetition", "stopping",
+        "launching", "ready", "warmup", "result", "repetition", "result", "repetition", "result",
+        "stopping",
     ]
-    assert phases[3][1] == {"rep": 2, "of": 2}
+    assert phases[3][1] == {"rep": 0, "of": 2, "metric": "output_throughput", "warmup": True,
+                            "value": 82.0}
+    assert phases[6][1] == {"rep": 2, "of": 2}
+    assert phases[7][1] == {"rep": 2, "of": 2, "metric": "output_throughput", "value": 82.0}
     assert "The server is fired up and ready to roll!" in record.log_tail
     assert record.server_args["cuda-graph-max-bs"] == 8 and record.role == "baseline"
-    assert len(standin.notes("bench")) == 2
+    assert len(standin.notes("bench")) == 3  # the warm-up and two repetitions
+    assert record.extra["warmup"]["output_throughput"] == 82.0
     standin.assert_clean()
 
 
@@ -155,12 +161,15 @@ def test_unknown_flag_is_rejected_by_preflight_and_by_argparse(standin: Standin)
     standin.assert_clean()
 
 
-def test_bench_timeout_gives_timeout(standin: Standin) -> None:
+@pytest.mark.parametrize(("warmup", "what"), [(True, "warm-up"), (False, "repetition 1")])
+def test_bench_timeout_gives_timeout(standin: Standin, warmup: bool, what: str) -> None:
+    """The warm-up has the bench timeout, and missing it ends the run as a repetition's would."""
     config = standin.config("slow", "slow-bench")
-    plan = standin.plan(config, bench_s=1.0)
+    plan = dataclasses.replace(standin.plan(config, bench_s=1.0), warmup=warmup)
     record = SGLangEngine().run(config, standin.ctx(plan, "slow"))
     assert record.status == "timeout"
-    assert "bench_serving (repetition 1) timed out" in record.log_tail
+    assert f"bench_serving ({what}) timed out" in record.log_tail
+    assert record.extra["warmup"] is None and "repetitions" not in record.extra
     standin.assert_clean()
 
 
@@ -189,7 +198,7 @@ def test_cancel_stops_the_run(standin: Standin) -> None:
     record = SGLangEngine().run(
         config,
         standin.ctx(plan, "cancel", phases=phases,
-                    should_stop=lambda: any(name == "repetition" for name, _ in phases)),
+                    should_stop=lambda: any(name == "warmup" for name, _ in phases)),
     )
     assert record.status == "cancelled"
     assert time.monotonic() - begun < 15

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -40,11 +43,13 @@ def test_repetitions_get_distinct_seeds_a_flushed_cache_and_their_own_accept_len
     reps = record.extra["repetitions"]
     assert [r["seed"] for r in reps] == [1, 2, 3]
     assert all(r["sample"] and r["completed"] == r["sent"] == 2 for r in reps)
+    assert record.extra["warmup"]["seed"] == 4  # after the repetitions': none replays it
     log = standin.root / "logs" / "eagle3.log"
-    # before repetitions 2 and 3 by specbench, after each warm-up by bench_serving
-    assert log.read_text().count("Cache flushed successfully!") == 2 + 3
+    # before repetitions 1 to 3 (after specbench's warm-up) by specbench, after each of its own
+    # one-request warm-ups by bench_serving
+    assert log.read_text().count("Cache flushed successfully!") == 3 + 4
     bench_log = (standin.root / "logs" / "eagle3.bench.log").read_text()
-    assert bench_log.count("flush_cache=True") == 3
+    assert bench_log.count("flush_cache=True") == 4
     per_rep = [r["accept_length"] for r in reps]
     assert len(set(per_rep)) > 1, "different prompts, different accept lengths"
     assert record.metrics["accept_length"] == pytest.approx(sum(per_rep) / 3)
@@ -128,5 +133,60 @@ def test_stop_early_ends_the_repetitions_and_says_so(standin: Standin) -> None:
     assert len(record.samples("output_throughput")) == 1 and len(seen) == 1
     assert record.extra["stopped_early"] == 1
     assert "stopped after repetition 1 of 3" in record.log_tail
+    assert len(standin.notes("bench")) == 2  # the warm-up and repetition 1
+    assert record.extra["warmup"] is not None
+    standin.assert_clean()
+
+
+def bench_runs(standin: Standin, approach: str) -> list[dict[str, str]]:
+    """The seed and output file of every bench_serving run, from the arguments it logged."""
+    text = (standin.root / "logs" / f"{approach}.bench.log").read_text()
+    found = re.findall(r"output_file='([^']*)'.*?seed=(\d+)", text)
+    return [{"output_file": path, "seed": seed} for path, seed in found]
+
+
+def test_the_warm_up_is_one_more_bench_run_recorded_but_no_sample(standin: Standin) -> None:
+    """reps + 1 bench_serving runs, each with its seed and a fresh file; the first is the
+    warm-up, kept in the record's `warmup`, and the samples are the repetitions' alone."""
+    config = standin.config("baseline", role="baseline", env={"STANDIN_THROUGHPUT": "82.0"})
+    plan = standin.plan(config, reps=3)
+    phases: list[tuple[str, dict[str, Any]]] = []
+    record = SGLangEngine().run(config, standin.ctx(plan, "baseline", phases=phases))
+    assert record.status == "ok", record.log_tail
+    runs = bench_runs(standin, "baseline")
+    assert len(runs) == len(standin.notes("bench")) == 3 + 1
+    assert [r["seed"] for r in runs] == ["4", "1", "2", "3"]
+    assert len({r["output_file"] for r in runs}) == 4
+    assert ".warmup." in runs[0]["output_file"]
+    warmup = record.extra["warmup"]
+    assert warmup["output_throughput"] == 82.0 and warmup["completed"] == warmup["sent"] == 2
+    assert set(warmup) >= {"total_throughput", "median_ttft_ms", "median_itl_ms", "seed"}
+    assert record.metrics["output_throughput"] == [82.0] * 3
+    assert [r["rep"] for r in record.extra["repetitions"]] == [1, 2, 3]
+    assert [name for name, _ in phases][2:4] == ["warmup", "result"]
+    assert json.loads(record.to_json())["warmup"] == warmup  # the stored line keeps it
+    standin.assert_clean()
+
+
+def test_warmup_false_runs_no_warm_up(standin: Standin) -> None:
+    config = standin.config("baseline", role="baseline")
+    plan = dataclasses.replace(standin.plan(config, reps=2), warmup=False)
+    phases: list[tuple[str, dict[str, Any]]] = []
+    record = SGLangEngine().run(config, standin.ctx(plan, "baseline", phases=phases))
+    assert record.status == "ok", record.log_tail
+    assert [r["seed"] for r in bench_runs(standin, "baseline")] == ["1", "2"]
+    assert record.extra["warmup"] is None
+    assert "warmup" not in [name for name, _ in phases]
+    log = (standin.root / "logs" / "baseline.log").read_text()
+    assert log.count("Cache flushed successfully!") == 1 + 2  # before rep 2; bench_serving's
+    standin.assert_clean()
+
+
+def test_a_server_that_dies_in_the_warm_up_fails_the_configuration(standin: Standin) -> None:
+    config = standin.config("fatal-bench", "fatal-in-bench")
+    plan = standin.plan(config, reps=2, bench_s=60)
+    record = SGLangEngine().run(config, standin.ctx(plan, "fatal-bench"))
+    assert record.status == "failed"
+    assert record.metrics["output_throughput"] == [] and "repetitions" not in record.extra
     assert len(standin.notes("bench")) == 1
     standin.assert_clean()
