@@ -211,8 +211,8 @@ class BatchThread:
                 await poster.post(channel=self.channel, thread_ts=self.parent_ts,
                                   message=self.scrub(summary))
                 records = await patiently(lambda: store.records(batch_id), what=what)
-                files = summary_uploads(records, batch_id=row.id, plan=row.plan,
-                                        redact=self.redact)
+                files = summary_uploads(records, report=self.report, batch_id=row.id,
+                                        plan=row.plan, redact=self.redact)
                 if files:
                     await poster.upload(channel=self.channel, thread_ts=self.parent_ts,
                                         files=files)

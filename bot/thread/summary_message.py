@@ -22,6 +22,7 @@ from jobs.core.messages import (
 from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
 from jobs.core.sweeps import best_point
+from jobs.core.units import with_unit
 from jobs.core.verdicts import median
 
 LOG_LINES = 40
@@ -43,15 +44,17 @@ def summary_message(report: dict[str, Any], *, batch_id: str) -> Message:
 
 
 def summary_uploads(
-    records: list[RunRecord], *, batch_id: str, plan: BatchPlan,
+    records: list[RunRecord], *, report: dict[str, Any], batch_id: str, plan: BatchPlan,
     redact: Callable[[str], str],
 ) -> list[Upload]:
-    """The chart (when there is one to draw) and the run records as JSON lines, redacted."""
+    """The chart of the report's verdicts (when something was measured) and the run records
+    as JSON lines, redacted."""
     files: list[Upload] = []
-    png = to_chart_png(records, metric=plan.metric, lower_is_better=plan.lower_is_better)
+    png = to_chart_png(report, records)
     if png is not None:
         files.append(Upload(f"{batch_id}-chart.png", png,
-                            f"{plan.metric}: each approach against the baseline"))
+                            f"{with_unit(plan.metric, plan.metric)}: each approach against "
+                            "the baseline, coloured by its verdict"))
     if plan.sweep is not None:
         files.extend(sweep_uploads(records, batch_id=batch_id, plan=plan))
     lines = [redact(json.dumps(_shown(r))) for r in records]

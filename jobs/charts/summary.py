@@ -1,49 +1,159 @@
-"""The summary's chart: each approach's metric against the baseline, with its spread (PNG)."""
+"""The summary's chart: the baseline and each approach on the batch's metric, coloured by its
+verdict, with its % delta, its failure cause or why it has no value (PNG).
+
+`summary_figure` builds the matplotlib `Figure` (tests read its title, labels, colours and
+texts); `to_chart_png` renders it. The value axis starts at 0: a throughput or a latency is a
+magnitude, and a cut axis turns a 2% difference into a bar twice as long; the % delta written
+beside each row gives the precision a zero-based axis cannot.
+"""
 
 from __future__ import annotations
 
 import io
 import statistics
+from typing import Any
 
+from jobs.core.messages import environment
 from jobs.core.records import RunRecord
+from jobs.core.units import unit_of
+
+COLOURS = {
+    "baseline": "#1f3b70",      # navy: the reference, no verdict
+    "improved": "#2e8b3a",      # green
+    "regressed": "#d62728",     # red
+    "unchanged": "#8c8c8c",     # grey
+    "inconclusive": "#e69f00",  # amber
+    "failed": "#7a0010",        # dark red
+    "cancelled": "#6a3d9a",     # purple: stopped by a cancel
+    "skipped": "#5e9fc4",       # light blue: never started
+}
+MARKS = {"improved": "▲", "regressed": "▼", "unchanged": "=", "inconclusive": "?",
+         "failed": "✗", "cancelled": "■", "skipped": "·"}
+MEASURED = ("improved", "regressed", "unchanged", "inconclusive")
 
 
-def to_chart_png(records: list[RunRecord], *, metric: str, lower_is_better: bool) -> bytes | None:
-    """A horizontal dot plot: median and min–max of each configuration; None without data."""
-    rows = [(r.approach, r.samples(metric)) for r in records]
-    if not any(samples for _, samples in rows):
+def to_chart_png(report: dict[str, Any], records: list[RunRecord]) -> bytes | None:
+    """The chart as PNG; None when nothing was measured."""
+    figure = summary_figure(report, records)
+    if figure is None:
+        return None
+    out = io.BytesIO()
+    figure.savefig(out, format="png")
+    return out.getvalue()
+
+
+def summary_figure(report: dict[str, Any], records: list[RunRecord]) -> Any | None:
+    """A horizontal dot plot, the baseline on top: each row's median and min–max in its
+    verdict's colour, a note beside it; None when no configuration has a sample."""
+    metric = str(report["metric"])
+    rows = chart_rows(report, records)
+    if not any(row["samples"] for row in rows):
         return None
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure  # no pyplot: no global state, thread-safe
 
-    height = 1.2 + 0.35 * len(rows)
-    figure = Figure(figsize=(7.5, height), dpi=110)
+    figure = Figure(figsize=(8.5, 1.9 + 0.36 * len(rows)), dpi=110)
     axes = figure.add_subplot()
-    baseline = next((s for name, s in rows if name == "baseline" and s), None)
-    if baseline:
-        axes.axvspan(min(baseline), max(baseline), color="#cccccc", alpha=0.5, lw=0)
-        axes.axvline(statistics.median(baseline), color="#555555", lw=1, ls="--",
-                     label="baseline median")
-    for y, (_, samples) in enumerate(reversed(rows)):
-        if not samples:
-            # No measurement: say so on the row rather than leave it silently blank.
-            axes.annotate("✗ no measurement", (0.01, y), xycoords=("axes fraction", "data"),
-                          va="center", fontsize=7, color="#a83232")
-            continue
-        mid = statistics.median(samples)
-        axes.errorbar([mid], [y], xerr=[[mid - min(samples)], [max(samples) - mid]],
-                      fmt="o", color="#1f5fa8", capsize=3)
-        axes.scatter(samples, [y] * len(samples), s=8, color="#1f5fa8", alpha=0.4)
-    axes.set_yticks(range(len(rows)), [name for name, _ in reversed(rows)], fontsize=8)
-    better = "lower is better" if lower_is_better else "higher is better"
-    axes.set_xlabel(f"{metric} ({better}); bars: min–max of the repetitions")
+    top = max(max(row["samples"]) for row in rows if row["samples"])
+    axes.set_xlim(0, top * 1.3)  # room on the right for the notes
+    _draw_baseline(axes, rows[0]["samples"])
+    for y, row in enumerate(reversed(rows)):
+        _draw_row(axes, y, row, metric=metric, span=top * 1.3)
+    axes.set_yticks(range(len(rows)), [row["name"] for row in reversed(rows)], fontsize=8)
+    axes.set_ylim(-0.7, len(rows) - 0.3)
+    unit = unit_of(metric)
+    better = "lower is better" if report.get("lower_is_better") else "higher is better"
+    axes.set_xlabel(f"{metric} ({unit + ', ' if unit else ''}{better}); "
+                    "dot: median, bar: min–max of the repetitions", fontsize=8)
+    axes.set_title(chart_title(report), fontsize=9, loc="left")
     axes.grid(axis="x", alpha=0.3)
-    if baseline:
-        # Above the plot, where no approach's marker can hide behind it.
-        axes.legend(loc="lower left", bbox_to_anchor=(0.0, 1.0), fontsize=7, frameon=False)
+    _legend(axes, rows)
     figure.tight_layout()
-    out = io.BytesIO()
-    figure.savefig(out, format="png")
-    return out.getvalue()
+    return figure
+
+
+def chart_title(report: dict[str, Any]) -> str:
+    """'eagle3 · batch b-7f3a · 8x NVIDIA … (cc 12.0), PCIe' (the summary's own host line)."""
+    host = environment().get_template("_macros.j2").module.host(  # type: ignore[attr-defined]
+        report.get("fingerprint") or {})
+    return f"{report.get('preset', '?')} · batch {report.get('batch', '?')} · {host}"
+
+
+def chart_rows(report: dict[str, Any], records: list[RunRecord]) -> list[dict[str, Any]]:
+    """The baseline, then each result in the report's order: name, verdict, samples, note."""
+    metric = str(report["metric"])
+    samples = {r.approach: r.samples(metric) for r in records}
+    base = report["baseline"]
+    base_samples = samples.get(base["approach"]) or list(base.get("samples") or [])
+    rows = [{"name": base["approach"], "verdict": "baseline", "samples": base_samples,
+             "note": _baseline_note(base, base_samples, metric)}]
+    for result in report["results"]:
+        rows.append({
+            "name": result["approach"], "verdict": result["verdict"],
+            "samples": samples.get(result["approach"]) or list(result.get("samples") or []),
+            "note": _note(result),
+        })
+    return rows
+
+
+def _baseline_note(base: dict[str, Any], samples: list[float], metric: str) -> str:
+    if not samples:
+        return "✗ baseline failed: nothing to compare"
+    unit = unit_of(metric)
+    return f"{_num(statistics.median(samples))}{' ' + unit if unit else ''}"
+
+
+def _note(result: dict[str, Any]) -> str:
+    verdict = result["verdict"]
+    if verdict == "failed":
+        return f"✗ failed: {result.get('cause') or 'no measurement'}"
+    if verdict == "cancelled":
+        return "■ cancelled"
+    if verdict == "skipped":
+        return "· skipped (never started)"
+    delta = result.get("delta_pct")
+    shown = "–" if delta is None else f"{delta:+.1f}%"
+    return f"{MARKS[verdict]} {shown}" + (" inconclusive" if verdict == "inconclusive" else "")
+
+
+def _draw_baseline(axes: Any, samples: list[float]) -> None:
+    if not samples:
+        return
+    axes.axvspan(min(samples), max(samples), color="#9db4d9", alpha=0.35, lw=0,
+                 label="baseline range (min–max)")
+    axes.axvline(statistics.median(samples), color=COLOURS["baseline"], lw=1, ls="--",
+                 label="baseline median")
+
+
+def _draw_row(axes: Any, y: int, row: dict[str, Any], *, metric: str, span: float) -> None:
+    colour = COLOURS[row["verdict"]]
+    samples = row["samples"]
+    if not samples:
+        # No value: the row says why at the axis' start, in its verdict's colour.
+        axes.text(span * 0.01, y, row["note"], va="center", ha="left", fontsize=8,
+                  color=colour, gid=f"note:{row['name']}")
+        return
+    mid = statistics.median(samples)
+    axes.errorbar([mid], [y], xerr=[[mid - min(samples)], [max(samples) - mid]], fmt="o",
+                  color=colour, ecolor=colour, capsize=3, ms=6, gid=f"median:{row['name']}")
+    axes.scatter(samples, [y] * len(samples), s=9, color=colour, alpha=0.45,
+                 gid=f"samples:{row['name']}")
+    axes.text(max(samples) + span * 0.012, y, row["note"], va="center", ha="left", fontsize=8,
+              color=colour, gid=f"note:{row['name']}")
+
+
+def _legend(axes: Any, rows: list[dict[str, Any]]) -> None:
+    from matplotlib.lines import Line2D
+
+    handles, _ = axes.get_legend_handles_labels()
+    present = list(dict.fromkeys(row["verdict"] for row in rows[1:]))
+    handles += [Line2D([], [], ls="", marker="o", color=COLOURS[v], label=v) for v in present]
+    # Above the plot, where no row's marker can hide behind it.
+    axes.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.06), fontsize=7,
+                frameon=False, ncol=min(len(handles), 5))
+
+
+def _num(value: float) -> str:
+    return f"{value:.4g}" if abs(value) < 10000 else f"{value:.0f}"

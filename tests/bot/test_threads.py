@@ -15,6 +15,10 @@ from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.batches.planning import plan_batch
 from jobs.charts.summary import to_chart_png
 from jobs.core.events import make_event
+from jobs.core.remedies import load_remedies
+from jobs.core.report import analyze
+from jobs.core.rules import load_rules
+from jobs.core.verdicts import Metric
 from jobs.store import Store
 from tests.bot.conftest import PLANTED, FakeEngine
 from tests.conftest import make_plan, make_record
@@ -159,9 +163,12 @@ def test_the_summary_claim_is_exclusive_until_it_expires(slack_env: None) -> Non
 def test_the_chart_is_a_png_and_none_without_data() -> None:
     records = [make_record("baseline", samples=[80, 82]), make_record("a", samples=[90, 91]),
                make_record("b", samples=None, status="failed")]
-    png = to_chart_png(records, metric="output_throughput", lower_is_better=False)
+    report = analyze(records, metric=Metric(), rules=load_rules(), remedies=load_remedies())
+    png = to_chart_png(report, records)
     assert png is not None and png.startswith(b"\x89PNG")
-    assert to_chart_png(records[2:], metric="output_throughput", lower_is_better=False) is None
+    unmeasured = [make_record("baseline", samples=None, status="failed"), records[2]]
+    report = analyze(unmeasured, metric=Metric(), rules=load_rules(), remedies=load_remedies())
+    assert to_chart_png(report, unmeasured) is None
 
 
 class MemoryFeed:

@@ -10,6 +10,10 @@ import pytest
 from bot.thread.summary_message import summary_uploads
 from jobs.charts.sweep import heat_cells, landscape_png, pareto_front, pareto_png
 from jobs.core.records import RunRecord
+from jobs.core.remedies import load_remedies
+from jobs.core.report import analyze
+from jobs.core.rules import load_rules
+from jobs.core.verdicts import Metric
 from tests.jobs.test_search import plan_of
 
 pytest.importorskip("matplotlib")
@@ -65,7 +69,9 @@ def test_a_sweep_batch_uploads_its_landscape_and_pareto_front() -> None:
     points = plan.sweep.points
     records = [record("baseline", 80.0, 9.0, role="baseline"),
                record(points[0].approach, 85.0, 10.0), record(points[7].approach, 92.0, 9.5)]
-    files = summary_uploads(records, batch_id="b-1", plan=plan, redact=lambda t: t)
+    report = analyze(records, metric=Metric(), rules=load_rules(), remedies=load_remedies())
+    files = summary_uploads(records, report=report, batch_id="b-1", plan=plan,
+                            redact=lambda t: t)
     names = [f.filename for f in files]
     assert names == ["b-1-chart.png", "b-1-landscape.png", "b-1-pareto.png", "b-1-runs.jsonl"]
     assert all(f.content.startswith(PNG) for f in files if f.filename.endswith(".png"))
