@@ -69,6 +69,7 @@ def analyze(
             "approach": baseline.approach,
             "value": base_value,
             "status": "failed" if has_failed(baseline, metric.name) else baseline.status,
+            "samples": baseline.samples(metric.name),
         },
         "results": results,
         "key_achievement": key,

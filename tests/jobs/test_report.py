@@ -81,7 +81,8 @@ def test_seed_verdicts(seed: dict[str, Any]) -> None:
     check_shape(seed)
     results = by_name(seed)
     assert {name: (r["verdict"], r["cause"]) for name, r in results.items()} == SEED_VERDICTS
-    assert seed["baseline"] == {"approach": "baseline", "value": 82.0, "status": "ok"}
+    assert seed["baseline"] == {"approach": "baseline", "value": 82.0, "status": "ok",
+                                "samples": [81.7, 82.0, 82.4]}
 
 
 def test_seed_results_in_record_order(
