@@ -54,6 +54,13 @@ class RunRecord:
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
+    def warmup(self) -> dict[str, Any] | None:
+        """The warm-up pass's figures (the engine's `warmup` key): recorded, never a sample, so
+        no verdict, range or median reads them; None when the run had none."""
+        value = self.extra.get("warmup")
+        return value if isinstance(value, dict) else None
+
+    @property
     def accept_length(self) -> float | None:
         value = self.metrics.get("accept_length")
         return float(value) if isinstance(value, int | float) else None
@@ -104,6 +111,9 @@ def to_record(data: Any, *, where: str = "record") -> RunRecord:
         isinstance(fallbacks, list) and all(isinstance(x, str) for x in fallbacks)
     ):
         raise RecordError(f"{where}: 'fallbacks' must be a list of strings")
+    warmup = data.get("warmup")  # the warm-up pass before the repetitions, or null
+    if warmup is not None and not isinstance(warmup, dict):
+        raise RecordError(f"{where}: 'warmup' must be an object or null")
     exit_code = data.get("exit_code")
     if exit_code is not None and (not isinstance(exit_code, int) or isinstance(exit_code, bool)):
         raise RecordError(f"{where}: 'exit_code' must be a whole number or null")
@@ -229,12 +239,14 @@ def _check_tree(data: Any, *, where: str) -> None:
 
 def _check_metrics(record: RunRecord, *, where: str) -> None:
     """Every measured number is a rate, a time, a count or a length: never below 0."""
-    for name, values in record.metrics.items():
+    measured = [("metrics", name, values) for name, values in record.metrics.items()]
+    measured += [("warmup", name, value) for name, value in (record.warmup or {}).items()]
+    for where_in, name, values in measured:
         for value in values if isinstance(values, list) else [values]:
             if is_number(value) and not 0 <= value <= MAX_METRIC:
                 shown = name if name.isprintable() and len(name) <= 40 else _short(name, 40)
                 raise RecordError(
-                    f"{where}: metrics.{shown} holds {value:g}: a measurement is "
+                    f"{where}: {where_in}.{shown} holds {value:g}: a measurement is "
                     f"between 0 and {MAX_METRIC:g}"
                 )
 

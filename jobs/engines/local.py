@@ -68,6 +68,7 @@ class _Progress:
     """What the child has reported so far."""
 
     ready: bool = False
+    warmup: dict[str, Any] | None = None  # the warm-up pass's figures: recorded, no sample
     throughputs: list[float] = field(default_factory=list)
     totals: list[float] = field(default_factory=list)
     done: dict[str, Any] | None = None
@@ -134,13 +135,14 @@ class LocalEngine:
                 "total_throughput": progress.totals,
                 "accept_length": done.get("accept_length"),
             },
-            extra={k: done[k] for k in ("output_digest", "prompt_digests") if k in done},
+            extra={"warmup": progress.warmup,
+                   **{k: done[k] for k in ("output_digest", "prompt_digests") if k in done}},
         )
 
     def to_child_argv(self, config: RunConfig, ctx: RunContext) -> list[str]:
         """The child's flags: the server args, the bench, the repetitions, the baseline's digest."""
         argv = [*to_argv(config.server_args), *to_argv(ctx.plan.bench)]
-        argv += ["--reps", str(ctx.plan.reps)]
+        argv += ["--reps", str(ctx.plan.reps), *(["--warmup"] if ctx.plan.warmup else [])]
         base = ctx.baseline
         if base is None or base.status != "ok" or config.role == "baseline":
             return argv
@@ -170,7 +172,7 @@ class LocalEngine:
                 event = None
             if event is not None:
                 _handle(event, progress, ctx)
-                if event["event"] in ("ready", "repetition"):
+                if event["event"] in ("ready", "warmup", "repetition"):
                     deadline, waiting_for = time.monotonic() + plan.bench_s, "bench_s"
                 continue
             if ctx.should_stop():
@@ -180,7 +182,7 @@ class LocalEngine:
                 return None, ""
             if time.monotonic() > deadline:
                 limit = plan.startup_s if waiting_for == "startup_s" else plan.bench_s
-                what = "the model to be ready" if waiting_for == "startup_s" else "a repetition"
+                what = "the model to be ready" if waiting_for == "startup_s" else "a bench pass"
                 return "timeout", (
                     f"specbench: timed out after {limit:g} s ({waiting_for}) waiting for {what}"
                 )
@@ -212,11 +214,22 @@ def _handle(event: dict[str, Any], progress: _Progress, ctx: RunContext) -> None
     if kind == "ready":
         progress.ready = True
         ctx.on_phase("ready", {})
+    elif kind == "warmup":
+        ctx.on_phase("warmup", {"of": event.get("of")})
     elif kind == "repetition":
         ctx.on_phase("repetition", {"rep": event.get("rep"), "of": event.get("of")})
     elif kind == "result":
-        progress.throughputs.append(float(event["output_throughput"]))
-        progress.totals.append(float(event["total_throughput"]))
+        figures = {k: float(event[k]) for k in ("output_throughput", "total_throughput")}
+        details: dict[str, Any] = {"rep": event.get("rep"), "of": ctx.plan.reps,
+                                   "metric": ctx.plan.metric, "value": figures.get(ctx.plan.metric)}
+        if event.get("warmup"):
+            counts = {k: event[k] for k in ("tokens", "seconds", "completed") if k in event}
+            progress.warmup = {**figures, **counts}
+            details["warmup"] = True
+        else:
+            progress.throughputs.append(figures["output_throughput"])
+            progress.totals.append(figures["total_throughput"])
+        ctx.on_phase("result", details)
     elif kind == "done":
         progress.done = event
 

@@ -1,7 +1,8 @@
 """The local engine's child process: a tiny seeded Llama on the CPU, benchmarked with generate().
 
 `python -m jobs.engines.local_child --KNOB VALUE ...` builds the model (no download, no
-tokenizer: token ids in, token ids out), warms up, times greedy generation of every prompt once
+tokenizer: token ids in, token ids out), warms up (with `--warmup`, one untimed-as-sample pass
+over every prompt: the first pass runs cold), times greedy generation of every prompt once
 per repetition and prints `SPECBENCH-EVENT {json}` lines that the engine reads. Knobs are
 argparse flags, so an unknown or bad one fails exactly like a real server's command line.
 
@@ -58,6 +59,8 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--output-len", type=int, default=128)
     own = parser.add_argument_group("engine")
     own.add_argument("--reps", type=int, default=1)
+    own.add_argument("--warmup", action="store_true", help="one pass before the repetitions, "
+                     "reported as the warm-up, never a sample")
     own.add_argument("--baseline-digest", default=None)
     own.add_argument("--baseline-prompt-digests", default=None)
     return parser
@@ -159,6 +162,19 @@ def check_lossless(outputs: list[list[int]], args: argparse.Namespace) -> None:
     raise LosslessnessError("greedy output differs from the baseline's (digest)")
 
 
+def warm_up(bench: Bench, prompts: list[list[int]]) -> list[list[int]]:
+    """One pass over every prompt before the repetitions, reported as the warm-up (rep 0)."""
+    emit("warmup", of=bench.args.reps)
+    outputs, seconds, _ = bench.run(prompts)
+    tokens = sum(len(o) for o in outputs)
+    print(f"{PROG}: warm-up: {tokens} tokens in {seconds:.3f} s = {tokens / seconds:.1f} tok/s "
+          "(not a sample)", flush=True)
+    emit("result", rep=0, warmup=True, tokens=tokens, seconds=seconds, completed=len(prompts),
+         output_throughput=tokens / seconds,
+         total_throughput=(tokens + sum(map(len, prompts))) / seconds)
+    return outputs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
@@ -186,6 +202,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"vocabulary (transformers: {str(exc).splitlines()[0]})"
         ) from exc
     emit("ready")
+    warm = warm_up(bench, prompts) if args.warmup else None
     first: list[list[int]] | None = None
     total_forwards = total_tokens = 0
     for rep in range(1, args.reps + 1):
@@ -201,6 +218,10 @@ def main(argv: Sequence[str] | None = None) -> int:
              total_throughput=(tokens + sum(map(len, prompts))) / seconds)
         if first is not None and outputs != first:
             print(f"LosslessnessError: greedy output of rep {rep} differs from rep 1's", flush=True)
+            return 1
+        if first is None and warm is not None and outputs != warm:
+            print("LosslessnessError: greedy output of rep 1 differs from the warm-up's",
+                  flush=True)
             return 1
         first = outputs
     assert first is not None

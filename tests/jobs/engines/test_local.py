@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -115,12 +116,50 @@ def test_baseline_and_prompt_lookup_run_end_to_end(tmp_path: Path) -> None:
     assert base.status == "ok", base.log_tail
     assert len(base.metrics["output_throughput"]) == 2 and base.accept_length is None
     assert ("repetition", {"rep": 2, "of": 2}) in phases and phases[0][0] == "launching"
+    names = [name for name, _ in phases]
+    assert names[names.index("ready"):] == [
+        "ready", "warmup", "result", "repetition", "result", "repetition", "result", "stopping"]
+    warm = next(d for name, d in phases if name == "result")  # the warm-up's
+    assert warm == {"rep": 0, "of": 2, "metric": "output_throughput", "warmup": True,
+                    "value": base.extra["warmup"]["output_throughput"]}
     lookup = _run(plan, 1, tmp_path, baseline=base)
     assert lookup.status == "ok", lookup.log_tail
     assert lookup.accept_length is not None and lookup.accept_length > 1.5
     assert lookup.extra["output_digest"] == base.extra["output_digest"]
     assert all(v > 0 for v in lookup.metrics["output_throughput"])
     assert "--baseline-digest" in lookup.log_tail.splitlines()[0]
+
+
+def test_the_warm_up_is_recorded_and_never_a_sample(tmp_path: Path) -> None:
+    """One pass before the repetitions: its figures in the record's `warmup`, its
+    throughput in no metric list; `--warmup` reaches the child only when the plan has one."""
+    plan = _plan()
+    phases: list[tuple[str, dict[str, Any]]] = []
+    record = _run(plan, 0, tmp_path, on_phase=lambda p, d: phases.append((p, d)))
+    assert record.status == "ok", record.log_tail
+    warmup = record.extra["warmup"]
+    assert warmup["completed"] == 2 and warmup["tokens"] == 2 * 48
+    assert warmup["output_throughput"] > 0 and warmup["seconds"] > 0
+    samples = record.metrics["output_throughput"]
+    assert len(samples) == plan.reps
+    results = [d for name, d in phases if name == "result"]
+    assert [d["value"] for d in results[1:]] == samples
+    assert results[0]["value"] == warmup["output_throughput"] not in samples
+    assert "local_child: warm-up: 96 tokens in" in record.log_tail
+    assert json.loads(record.to_json())["warmup"] == warmup
+    assert "--warmup" in LocalEngine().to_child_argv(plan.baseline, _ctx(plan, tmp_path))
+
+
+def test_warmup_false_runs_no_warm_up(tmp_path: Path) -> None:
+    plan = dataclasses.replace(_plan(), warmup=False)
+    assert "--warmup" not in LocalEngine().to_child_argv(plan.baseline, _ctx(plan, tmp_path))
+    phases: list[tuple[str, dict[str, Any]]] = []
+    record = _run(plan, 0, tmp_path, on_phase=lambda p, d: phases.append((p, d)))
+    assert record.status == "ok", record.log_tail
+    assert record.extra["warmup"] is None
+    assert "warmup" not in [name for name, _ in phases]
+    assert len(record.metrics["output_throughput"]) == plan.reps
+    assert "warm-up" not in record.log_tail
 
 
 def test_an_output_that_differs_from_the_baseline_fails(tmp_path: Path) -> None:
@@ -184,6 +223,13 @@ def _plan(*, approach: dict[str, Any] | None = None) -> BatchPlan:
     return dataclasses.replace(
         full, reps=2, startup_s=60, bench_s=30, configs=(base, lookup),
         bench={"num-prompts": 2, "input-len": 64, "output-len": 48},
+    )
+
+
+def _ctx(plan: BatchPlan, tmp_path: Path) -> RunContext:
+    return RunContext(
+        batch_id="b-test", plan=plan, log_path=tmp_path / "ctx.log", fingerprint={},
+        on_phase=lambda phase, details: None, should_stop=lambda: False,
     )
 
 
