@@ -17,6 +17,7 @@ from typing import Any
 
 from jobs.core.records import RunRecord
 from jobs.core.sweeps import SweepPlan, show_value
+from jobs.core.units import unit_of
 
 LATENCIES = ("median_itl_ms", "median_ttft_ms")
 
@@ -78,7 +79,7 @@ def _line(
             axes.scatter([x], [ys[x]], marker="s", color="#555555", label="baseline")
     axes.set_xticks(range(len(labels)), labels)
     axes.set_xlabel(knob)
-    axes.set_ylabel(f"{metric} ({better})")
+    axes.set_ylabel(axis_label(metric, better))
     axes.grid(alpha=0.3)
     axes.set_title(f"sweep {sweep.name}: {_measured(sweep, values)}", fontsize=9)
     if winner or sweep.same_as_baseline:
@@ -101,7 +102,7 @@ def _heat(
     masked = np.ma.masked_invalid(grid)
     cmap = _colormap(lower_is_better)
     image = axes.imshow(masked, cmap=cmap, aspect="auto")
-    figure.colorbar(image, ax=axes, label=f"{metric} ({better})")
+    figure.colorbar(image, ax=axes, label=axis_label(metric, better))
     for (i, j), value in np.ndenumerate(grid):
         text = "·" if math.isnan(value) else f"{value:.4g}"
         axes.text(j, i, text, ha="center", va="center", fontsize=7,
@@ -152,6 +153,12 @@ def _box(x: int, y: int, color: str) -> Any:
     from matplotlib.patches import Rectangle
 
     return Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor=color, lw=2.5)
+
+
+def axis_label(metric: str, better: str) -> str:
+    """'output_throughput (tok/s, higher is better)'; the unit left out when unknown."""
+    unit = unit_of(metric)
+    return f"{metric} ({unit + ', ' if unit else ''}{better})"
 
 
 def _value(values: Mapping[str, float | None], name: str) -> float:
@@ -205,8 +212,8 @@ def pareto_png(records: list[RunRecord], *, metric: str) -> bytes | None:
     for name in front:
         axes.annotate(name, (by_name[name][1], by_name[name][0]), fontsize=6,
                       xytext=(4, 2), textcoords="offset points")
-    axes.set_xlabel(f"{latency} (lower is better)")
-    axes.set_ylabel(f"{metric} (higher is better)")
+    axes.set_xlabel(axis_label(latency, "lower is better"))
+    axes.set_ylabel(axis_label(metric, "higher is better"))
     axes.grid(alpha=0.3)
     axes.legend(fontsize=7, frameon=False)
     return _png(figure)

@@ -4,6 +4,7 @@ configuration beats on both throughput and latency."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 
@@ -76,3 +77,30 @@ def test_a_sweep_batch_uploads_its_landscape_and_pareto_front() -> None:
     assert names == ["b-1-chart.png", "b-1-landscape.png", "b-1-pareto.png", "b-1-runs.jsonl"]
     assert all(f.content.startswith(PNG) for f in files if f.filename.endswith(".png"))
     assert pareto_png(records[:1], metric="output_throughput") is None
+
+
+def test_sweep_axes_carry_the_units(monkeypatch: pytest.MonkeyPatch) -> None:
+    import jobs.charts.sweep as charts
+
+    figures: list[Any] = []
+    monkeypatch.setattr(charts, "_png", lambda figure: figures.append(figure) or PNG)
+    plan = plan_of()
+    assert plan.sweep is not None
+    run = {p.approach: 80.0 + p.index[0] for p in plan.sweep.points[:6]}
+    charts.landscape_png(plan.sweep, run, metric="output_throughput", lower_is_better=False)
+    [heat] = figures
+    colorbar = heat.axes[1]  # the heat map's colour scale says what its colours measure
+    assert colorbar.get_ylabel() == "output_throughput (tok/s, higher is better)"
+    records = [record("baseline", 80.0, 9.0, role="baseline"), record("a", 85.0, 10.0)]
+    charts.pareto_png(records, metric="output_throughput")
+    pareto = figures[-1].axes[0]
+    assert pareto.get_xlabel() == "median_itl_ms (ms, lower is better)"
+    assert pareto.get_ylabel() == "output_throughput (tok/s, higher is better)"
+    text = __import__("tests.jobs.test_search", fromlist=["SWEPT"]).SWEPT
+    one = plan_of(text.replace("    mem-fraction-static: [0.75, 0.8, 0.85, 0.88, 0.9]\n", "")
+                  .replace("budget: 12", "budget: 4"))
+    assert one.sweep is not None
+    charts.landscape_png(one.sweep, {one.sweep.points[1].approach: 90.0},
+                         metric="median_ttft_ms", lower_is_better=True)
+    assert figures[-1].axes[0].get_ylabel() == "median_ttft_ms (ms, lower is better)"
+    assert charts.axis_label("score", "higher is better") == "score (higher is better)"
