@@ -152,7 +152,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     from jobs.commands.show import show
     from jobs.core.records import to_jsonl
 
-    data = show(_context(), args.batch, records_only=args.format == "jsonl")
+    chart = _chart_path(args.chart)
+    data = show(_context(), args.batch, records_only=args.format == "jsonl" and not chart)
+    if chart is not None:
+        from jobs.commands.show import chart_of
+
+        _write_chart(chart, chart_of(data))
     if args.format == "jsonl":
         sys.stdout.write(to_jsonl(data.records))
     else:
@@ -211,9 +216,34 @@ def cmd_digest(args: argparse.Namespace) -> int:
     from bot import views
     from jobs.commands.digest import digest
 
-    data = digest(_context(), days=args.days, chart=False)
+    chart = _chart_path(args.chart)
+    data = digest(_context(), days=args.days, chart=chart is not None)
+    if chart is not None:
+        if data.chart is None:
+            raise UserError(f"no chart: nothing was measured in the last {args.days:g} days")
+        _write_chart(chart, data.chart)
     sys.stdout.write(views.digest(data, args.format))
     return 0
+
+
+def _chart_path(given: str | None) -> Path | None:
+    """--chart FILE.png as a path; a name that is no PNG's is bad input."""
+    if given is None:
+        return None
+    path = Path(given)
+    if path.suffix.lower() != ".png":
+        raise UserError(f"--chart writes a PNG: {given!r} must end in .png")
+    return path
+
+
+def _write_chart(path: Path, png: bytes) -> None:
+    """The chart written before the report is printed, so that a path it cannot write is a
+    one-line error (exit 2) and not a report followed by a traceback."""
+    try:
+        path.write_bytes(png)
+    except OSError as exc:
+        raise UserError(f"cannot write the chart to {path}: {exc.strerror or exc}") from None
+    print(f"chart written to {path}", file=sys.stderr)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

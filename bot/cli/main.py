@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     show = commands.add_parser("show", help="a stored batch")
     show.add_argument("batch", metavar="BATCH", nargs="?")
     show.add_argument("--format", choices=(*FORMATS, "jsonl"), default="text")
+    show.add_argument("--chart", metavar="FILE.png",
+                      help="also write the batch's chart (each approach against the baseline, "
+                           "coloured by its verdict) to FILE.png")
 
     commands.add_parser("presets", help="the presets and their approaches")
 
@@ -90,6 +93,8 @@ def build_parser() -> argparse.ArgumentParser:
     digest = commands.add_parser("digest", help="the status digest over stored batches")
     digest.add_argument("--days", type=float, default=7.0)
     digest.add_argument("--format", choices=FORMATS, default="text")
+    digest.add_argument("--chart", metavar="FILE.png",
+                        help="also write the digest's trend chart to FILE.png")
     return parser
 
 

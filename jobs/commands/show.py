@@ -1,4 +1,5 @@
-"""`show [BATCH]`: a stored batch (the latest by default): its report and its run records.
+"""`show [BATCH]`: a stored batch (the latest by default): its report and its run records,
+and its chart (`chart_of`).
 
 The report is the one stored when the batch ended (what its thread was told); a batch still
 running, or cut short, gets one built from the records so far.
@@ -39,6 +40,17 @@ def show(ctx: Context, batch: str | None = None, *, records_only: bool = False) 
     if records_only:
         return Shown(row=row, records=records, report=None)
     return Shown(row=row, records=records, report=report_of(row, records))
+
+
+def chart_of(data: Shown) -> bytes:
+    """The batch's chart (PNG): its report's verdicts over its records."""
+    from jobs.charts.summary import to_chart_png
+
+    report = data.report if data.report is not None else report_of(data.row, data.records)
+    png = to_chart_png(report, data.records)
+    if png is None:
+        raise UserError(f"no chart: nothing was measured in batch {data.row.id}")
+    return png
 
 
 def report_of(row: BatchRow, records: list[RunRecord]) -> dict[str, Any]:
