@@ -212,3 +212,78 @@ def test_no_secret_in_any_format(monkeypatch: pytest.MonkeyPatch) -> None:
         for secret in (SECRET, "hf_only_in_the_record", "key-only-in-the-record"):
             assert secret not in out, (fmt, secret)
         assert "***" in out, fmt
+
+
+# --------------------------------------------------------------------------- table and host
+
+
+CPU_HOST = {"gpu": "none (CPU: AMD EPYC 9354)", "gpu_count": 0, "compute_capability": None,
+            "interconnect": None, "cpu": "AMD EPYC 9354", "cpu_cores": 16, "torch": "2.13.0"}
+
+
+def table_rows(report: dict[str, Any]) -> dict[str, list[str]]:
+    table = next(b for b in summary_payload(report)["blocks"] if b["type"] == "table")
+    return {row[0]["text"]: [cell["text"] for cell in row[1:]] for row in table["rows"][1:]}
+
+
+def test_the_table_starts_with_the_baseline_and_its_spread() -> None:
+    report = report_of([make_record("baseline", samples=[790.0, 803.0, 810.0]),
+                        make_record("fast", samples=[860.0, 879.0, 890.0])])
+    rows = table_rows(report)
+    assert list(rows) == ["baseline", "fast"]
+    assert rows["baseline"] == ["● baseline 803 tok/s",
+                                "range [790, 810] over 3 repetitions: every row is judged "
+                                "against it"]
+    text = render_report(report, "text")
+    lines = text.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("Approach"))
+    assert lines[header + 2].split()[:4] == ["baseline", "●", "baseline", "803"]
+
+
+def test_the_why_column_explains_instead_of_repeating_the_result() -> None:
+    report = report_of([
+        make_record("baseline", samples=[790.0, 803.0, 810.0]),
+        make_record("fast", samples=[860.0, 879.0, 890.0]),
+        make_record("same", samples=[800.0, 805.0, 812.0]),
+        make_record("once", samples=[900.0]),
+        make_record("oom", status="failed", samples=[], log_tail=OOM),
+    ])
+    rows = table_rows(report)
+    assert rows["fast"] == ["▲ improved 879 tok/s (+9.5%)",
+                            "879 tok/s vs 803 tok/s baseline, ranges [860, 890] and [790, 810] "
+                            "disjoint"]
+    assert rows["same"][1] == "805 tok/s vs 803 tok/s baseline: within the 2% minimum effect"
+    assert rows["once"][1] == ("900 tok/s vs 803 tok/s baseline, one repetition on a side: the "
+                               "delta alone decides")
+    assert rows["oom"][0] == "✗ FAILED (out-of-memory)"
+    assert "out of memory" in rows["oom"][1]  # a failure keeps its evidence
+    for result, why in rows.values():
+        assert result.split(" (")[0] not in why or result.startswith("✗")
+    text = render_report(report, "text")
+    assert "879 tok/s vs 803 tok/s baseline, ranges [860, 890] and [790, 810] disjoint" in text
+    assert "Key achievement: once 900 tok/s (+12.1%)" in text
+    assert "baseline 803 tok/s output_throughput" in text.splitlines()[0]
+
+
+def test_a_latency_metric_is_shown_in_ms() -> None:
+    records = [make_record("baseline", samples=[20.0, 21.0], metric="median_itl_ms"),
+               make_record("quick", samples=[15.0, 15.5], metric="median_itl_ms")]
+    report = analyze(records, metric=Metric(name="median_itl_ms", lower_is_better=True),
+                     rules=load_rules(), remedies=load_remedies())
+    assert table_rows(report)["quick"][0] == "▲ improved 15.25 ms (+25.6%)"
+
+
+def test_a_cpu_host_is_cpu_never_none() -> None:
+    records = [make_record("baseline", samples=[100.0, 101.0], fingerprint=CPU_HOST),
+               make_record("a", samples=[110.0, 111.0], fingerprint=CPU_HOST)]
+    report = report_of(records)
+    text = render_report(report, "text")
+    assert "Host: CPU (AMD EPYC 9354, 16 cores, torch 2.13.0)" in text
+    slack = render_report(report, "slack")
+    assert "Host: CPU (AMD EPYC 9354, 16 cores, torch 2.13.0)" in slack
+    bare = {"gpu": "none", "gpu_count": 0, "compute_capability": None}
+    report = report_of([make_record("baseline", samples=[100.0], fingerprint=bare)])
+    for out in (render_report(report, "text"), render_report(report, "slack")):
+        assert "Host: CPU" in out
+        assert "none" not in out.split("Host: ")[1].splitlines()[0]
+        assert "0x" not in out
