@@ -25,7 +25,7 @@ class Digest:
 
 
 CHART_NAME = "specbench-digest-trend.png"
-CHART_TITLE = "Best value per preset and hardware, day by day"
+CHART_TITLE = "Best judged Δ vs own baseline per preset and hardware, day by day"
 
 
 def digest(

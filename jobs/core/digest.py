@@ -9,6 +9,29 @@ GPU-hours spent per preset, and the dead ends an upgrade re-opened (`Memory`, `m
 `jobs.commands.digest` gathers its inputs from the store (`jobs.store.digest_queries`: the
 window's batches and only the earlier rows each section needs); the templates `digest.*.j2`
 format it.
+
+The digest says no more than the reports judged:
+
+- **Best configuration** per (preset, hardware): the judged result (verdict improved, unchanged
+  or regressed against its own batch's baseline) with the largest `delta_pct`. Baselines differ
+  from batch to batch, even on one host, so absolute medians are never compared across batches;
+  inconclusive (confounded, noisy), failed, cancelled and skipped results never count, nor a
+  sweep's points: a sweep's winner counts through its confirmation batch, with that verdict.
+  `improvement` is false when the best judged delta is no improvement (the text says "no
+  improvement judged"). "previous" is the best before the window; `change_pp` is the move from
+  it in percentage points of delta (new best delta − previous best delta).
+- **Next steps still open** are carried across a preset's last STEP_LOOKBACK reports, oldest
+  first; a later batch of the preset settles a step when:
+  - `retry` of an approach: the later batch judged that approach (improved, unchanged or
+    regressed). A later inconclusive result brings its own retry, which replaces this one; a
+    failure does not answer the question, so the retry stays open. `retry` of the whole batch
+    (the baseline failed): the later batch measured its baseline.
+  - `adopt`: the later batch judged the approach again, or its baseline already holds every
+    knob the approach changed (the change was adopted).
+  - `remedy` (and any other kind): every approach it names ran again (any verdict but cancelled
+    or skipped); what those runs found brings its own steps.
+  A batch that did not run an approach (a two-configuration retry) settles nothing about it.
+  `accept` is never an open step.
 """
 
 from __future__ import annotations
@@ -20,20 +43,24 @@ from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
 from jobs.core.digest_memory import (
-    Measurement,
+    CONCLUSIVE,
+    Judged,
     Memory,
-    measurements,
+    judged,
     memory_of,
     memory_sections,
 )
+from jobs.core.errors import UserError
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, load_rules
-from jobs.core.verdicts import change_pct, is_better
+from jobs.core.units import unit_of
 
 if TYPE_CHECKING:
     from jobs.store import BatchRow
 
-CONCLUSIVE = ("improved", "regressed", "unchanged")
+STEP_KINDS = ("retry", "adopt", "remedy")  # SPEC.md's order; `accept` is never open
+STEP_LOOKBACK = 20  # a preset's latest reports whose steps are carried (the store reads these)
+NOT_RUN = ("cancelled", "skipped")
 
 
 def build_digest(
@@ -66,7 +93,8 @@ def build_digest(
                                     earlier=memory.earlier),
         "wins": [
             {"batch": r.id, "preset": r.preset, "approach": res["approach"],
-             "value": res.get("value"), "delta_pct": res.get("delta_pct")}
+             "value": res.get("value"), "delta_pct": res.get("delta_pct"),
+             "metric": _metric(r), "unit": unit_of(_metric(r))}
             for r in reports for res in _results(r) if res.get("verdict") == "improved"
         ],
         "failures": failures_by_cause(reports),
@@ -83,6 +111,10 @@ def _batch_line(row: BatchRow, zone: ZoneInfo) -> dict[str, Any]:
             "created": row.created_at.astimezone(zone).strftime("%Y-%m-%d %H:%M")}
 
 
+def _metric(row: BatchRow) -> str:
+    return row.plan.metric
+
+
 def _results(row: BatchRow) -> list[dict[str, Any]]:
     return list((row.report or {}).get("results") or [])
 
@@ -93,43 +125,43 @@ def best_configurations(
     *,
     since: dt.datetime,
     now: dt.datetime,
-    earlier: Sequence[Measurement] | None = None,
+    earlier: Sequence[Judged] | None = None,
 ) -> list[dict[str, Any]]:
-    """Per (preset, hardware): the best measured configuration now, and the best before
-    `since`, with the change between them in percent (positive: better). With `earlier`
-    (the measurements before `since`), only the window's rows are read from `rows`."""
+    """Per (preset, hardware): the judged result with the largest delta against its own batch's
+    baseline up to `now`, and the same before `since` ("previous"), with the change between the
+    two in percentage points of delta. Absolute medians are never compared across batches.
+    With `earlier` (the judged results before `since`), only the window's rows are read."""
     if earlier is None:
-        points = measurements([r for r in rows if r.created_at <= now], records)
+        points = judged([r for r in rows if r.created_at <= now], records)
     else:
         window = [r for r in rows if since <= r.created_at <= now]
-        points = [*earlier, *measurements(window, records)]
-    best_now: dict[tuple[str, str], dict[str, Any]] = {}
-    best_before: dict[tuple[str, str], dict[str, Any]] = {}
-    for point in points:
-        key, lower = (point.preset, point.hardware), point.lower_is_better
-        value = point.value
-        entry: dict[str, Any] = {
-            "preset": point.preset, "hardware": point.hardware, "approach": point.approach,
-            "batch": point.batch, "metric": point.metric, "lower_is_better": lower,
-            "value": value}
+        points = [*earlier, *judged(window, records)]
+    best_now: dict[tuple[str, str], Judged] = {}
+    best_before: dict[tuple[str, str], Judged] = {}
+    for point in sorted(points, key=lambda p: p.created_at):  # the earlier holds a tie
+        key = (point.preset, point.hardware)
         targets = [best_now] + ([best_before] if point.created_at < since else [])
         for target in targets:
             held = target.get(key)
-            if held is None or is_better(value, held["value"], lower_is_better=lower):
-                target[key] = entry
+            if held is None or point.delta_pct > held.delta_pct:
+                target[key] = point
     out = []
     for key in sorted(best_now):
-        entry = dict(best_now[key])
-        before = best_before.get(key)
-        entry["previous"] = None if before is None else {
-            "approach": before["approach"], "batch": before["batch"], "value": before["value"]}
-        change = None
-        if before is not None:
-            change = change_pct(float(entry["value"]), float(before["value"]),
-                                lower_is_better=bool(entry["lower_is_better"]))
-        entry["change_pct"] = None if change is None else round(change, 1)
+        best, before = best_now[key], best_before.get(key)
+        entry = _judged_entry(best)
+        entry["new"] = best.created_at >= since
+        entry["improvement"] = best.delta_pct > 0 and best.verdict == "improved"
+        entry["previous"] = None if before is None else _judged_entry(before)
+        entry["change_pp"] = (None if before is None
+                              else round(best.delta_pct - before.delta_pct, 1))
         out.append(entry)
     return out
+
+
+def _judged_entry(point: Judged) -> dict[str, Any]:
+    return {"preset": point.preset, "hardware": point.hardware, "approach": point.approach,
+            "batch": point.batch, "metric": point.metric, "unit": unit_of(point.metric),
+            "verdict": point.verdict, "delta_pct": point.delta_pct, "value": point.value}
 
 
 def failures_by_cause(reports: Sequence[BatchRow]) -> list[dict[str, Any]]:
@@ -159,16 +191,76 @@ def open_inconclusives(reports: Sequence[BatchRow]) -> list[dict[str, Any]]:
 
 
 def open_next_steps(rows: Sequence[BatchRow], *, now: dt.datetime) -> list[dict[str, Any]]:
-    """The next steps of each preset's latest report (bar `accept`, which is never open)."""
-    latest: dict[str, BatchRow] = {}
-    for row in sorted(rows, key=lambda r: r.created_at):
+    """The next steps still open per preset, carried across its last STEP_LOOKBACK reports
+    until a later batch settles them (the rules in the module's docstring); `accept` is never
+    open. Per preset: retry, then adopt, then remedy steps, oldest batch first, ranked anew."""
+    by_preset: dict[str, list[BatchRow]] = {}
+    for row in sorted(rows, key=lambda r: (r.created_at, r.id)):
         if row.report and row.created_at <= now:
-            latest[row.preset] = row
-    return [
-        {"preset": preset, "batch": row.id, **step}
-        for preset, row in sorted(latest.items())
-        for step in (row.report or {}).get("next_steps") or []
-        if step.get("kind") != "accept"
-    ]
+            by_preset.setdefault(row.preset, []).append(row)
+    out: list[dict[str, Any]] = []
+    for preset in sorted(by_preset):
+        held: dict[tuple[str, ...], _Open] = {}
+        for row in by_preset[preset][-STEP_LOOKBACK:]:
+            for key in [k for k, step in held.items() if step.settled_by(row)]:
+                del held[key]
+            for step in (row.report or {}).get("next_steps") or []:
+                if step.get("kind") != "accept":
+                    opened = _Open(row, dict(step))
+                    held.pop(opened.key, None)  # the later one of the same step stands
+                    held[opened.key] = opened
+        ordered = sorted(held.values(), key=lambda o: _kind_rank(o.step.get("kind")))
+        for rank, opened in enumerate(ordered, start=1):
+            out.append({"preset": preset, "batch": opened.row.id, **opened.step, "rank": rank})
+    return out
 
 
+def _kind_rank(kind: Any) -> int:
+    return STEP_KINDS.index(kind) if kind in STEP_KINDS else len(STEP_KINDS)
+
+
+def _verdicts(row: BatchRow) -> dict[str, str]:
+    return {str(r.get("approach")): str(r.get("verdict")) for r in _results(row)}
+
+
+class _Open:
+    """One open step and what is left to settle it."""
+
+    def __init__(self, row: BatchRow, step: dict[str, Any]) -> None:
+        self.row, self.step = row, step
+        kind, approach = str(step.get("kind")), step.get("approach")
+        self.names = set() if not approach else {n.strip() for n in str(approach).split(",")}
+        # a later batch's retry of the same approach replaces this one; other steps are one
+        # per action
+        self.key: tuple[str, ...] = ((kind, str(approach)) if kind == "retry"
+                                     else (kind, str(approach), str(step.get("action"))))
+
+    def settled_by(self, later: BatchRow) -> bool:
+        kind, verdicts = self.step.get("kind"), _verdicts(later)
+        if kind == "retry" and not self.names:  # the baseline failed: any measured one settles
+            return ((later.report or {}).get("baseline") or {}).get("value") is not None
+        if kind == "retry":
+            return all(verdicts.get(n) in CONCLUSIVE for n in self.names)
+        if kind == "adopt":
+            return (all(verdicts.get(n) in CONCLUSIVE for n in self.names)
+                    or self._adopted_in(later))
+        self.names -= {n for n in self.names if verdicts.get(n) not in (None, *NOT_RUN)}
+        return not self.names
+
+    def _adopted_in(self, later: BatchRow) -> bool:
+        """The later batch's baseline already holds every knob this approach changed."""
+        base = later.plan.baseline
+        for name in self.names:
+            try:
+                change = self.row.plan.config(name).change
+            except UserError:
+                return False
+            args, env = change.get("server_args", {}), change.get("env", {})
+            if not args and not env:
+                return False
+            if any(str(base.server_args.get(k)) != str(v) or k not in base.server_args
+                   for k, v in args.items()):
+                return False
+            if any(base.env.get(k) != str(v) for k, v in env.items()):
+                return False
+        return bool(self.names)

@@ -1,4 +1,4 @@
-"""The digest's memory across batches (SPEC.md "Memory across batches"), pure: the measured runs
+"""The digest's memory across batches (SPEC.md "Memory across batches"), pure: the judged results
 the best configurations are made of, the regressions between consecutive batches of a preset
 with the stack change that came with them, the known dead ends skipped and the GPU-hours that
 saved, the GPU-hours spent per preset, and the dead ends an upgrade re-opened. `Memory` is what
@@ -26,17 +26,23 @@ HOST_TYPE = ("gpu", "compute_capability")
 FAILED = ("failed", "timeout")
 
 
+CONCLUSIVE = ("improved", "unchanged", "regressed")  # judged against the batch's own baseline
+
+
 @dataclass(frozen=True)
-class Measurement:
-    """One ok run's median on its batch's metric: what the best configuration is made of."""
+class Judged:
+    """One judged result of a stored report (improved, unchanged or regressed against its own
+    batch's baseline) with the hardware it ran on: what the best configuration is made of.
+    `delta_pct` is the report's (positive: better); `value` the approach's median."""
 
     preset: str
     hardware: str
     approach: str
     batch: str
     metric: str
-    lower_is_better: bool
-    value: float
+    verdict: str
+    delta_pct: float
+    value: float | None
     created_at: dt.datetime
 
 
@@ -44,32 +50,68 @@ class Measurement:
 class Memory:
     """What the digest needs from before its window, as the store's queries return it.
 
-    `earlier`: every measured run before the window, oldest first (the best configuration's
-    "previous"). `origins`: the records that known dead ends of the window repeat, by
-    (batch, approach). `dead_ends`: each (preset, approach)'s latest record up to now when it
-    failed, with its batch's creation time. `rows`/`records` passed next to it hold the window's
-    batches plus the few earlier ones regressions and next steps need.
+    `earlier`: per (preset, hardware), at least the best judged result before the window (the
+    best configuration's "previous"), oldest first. `origins`: the records that known dead ends
+    of the window repeat, by (batch, approach). `dead_ends`: each (preset, approach)'s latest
+    record up to now when it failed, with its batch's creation time. `rows`/`records` passed
+    next to it hold the window's batches plus the few earlier ones regressions and next steps
+    need.
     """
 
-    earlier: Sequence[Measurement] = ()
+    earlier: Sequence[Judged] = ()
     origins: Mapping[tuple[str, str], RunRecord] | None = None
     dead_ends: Sequence[tuple[dt.datetime, RunRecord]] = ()
 
 
 def hardware(record: RunRecord) -> str:
-    fp = record.fingerprint
-    return f"{fp.get('gpu_count', '?')}x {fp.get('gpu', 'unknown GPU')}"
+    """The host's hardware as the digest names it: "8x NVIDIA H200", or for a host without a GPU
+    "CPU (its model)" — never "0x none"."""
+    return hardware_of(record.fingerprint)
 
 
-def measurements(
+def hardware_of(fp: Mapping[str, Any]) -> str:
+    gpu, count = fp.get("gpu"), fp.get("gpu_count")
+    if gpu is None and count is None:
+        return "unknown hardware"
+    if count != 0 and not str(gpu).startswith("none"):
+        return f"{count if isinstance(count, int) else '?'}x {gpu or 'unknown GPU'}"
+    model = fp.get("cpu")
+    if not model and isinstance(gpu, str) and gpu.startswith("none (CPU:"):
+        model = gpu.removeprefix("none (CPU:").rstrip(")").strip()
+    name = fp.get("hostname") or model
+    return f"CPU ({name})" if name else "CPU (model unknown)"
+
+
+def sweep_points(row: BatchRow) -> frozenset[str]:
+    """A sweep batch's points: each judged by the sweep's few repetitions only; the confirmation
+    batch judges the winner, so they never count as judged here."""
+    return frozenset(p.approach for p in row.plan.points) if row.plan.sweep else frozenset()
+
+
+def judged(
     rows: Sequence[BatchRow], records: Mapping[str, Sequence[RunRecord]]
-) -> list[Measurement]:
-    return [
-        Measurement(preset=row.preset, hardware=hardware(record), approach=record.approach,
-                    batch=row.id, metric=metric, lower_is_better=lower, value=value,
-                    created_at=row.created_at)
-        for row, record, metric, lower, value in measured(rows, records)
-    ]
+) -> list[Judged]:
+    """Every judged result of the rows' reports, in row and report order: verdict improved,
+    unchanged or regressed with a delta (inconclusive, confounded, failed, cancelled and
+    skipped results never count, nor a sweep's unconfirmed points). The hardware is the
+    approach's record's (the baseline's when it has none)."""
+    out: list[Judged] = []
+    for row in rows:
+        points = sweep_points(row)
+        runs = {r.approach: r for r in records.get(row.id, ())}
+        for res in (row.report or {}).get("results") or []:
+            delta, name = res.get("delta_pct"), res.get("approach")
+            if res.get("verdict") not in CONCLUSIVE or delta is None or name in points:
+                continue
+            record = runs.get(name) or runs.get("baseline")
+            value = res.get("value")
+            out.append(Judged(
+                preset=row.preset, hardware="unknown hardware" if record is None
+                else hardware(record), approach=str(name), batch=row.id,
+                metric=row.plan.metric,
+                verdict=str(res["verdict"]), delta_pct=float(delta),
+                value=None if value is None else float(value), created_at=row.created_at))
+    return out
 
 
 def measured(
@@ -132,7 +174,7 @@ def memory_of(
         for record in records.get(row.id, ()):
             latest[(row.preset, record.approach)] = (row.created_at, record)
     return Memory(
-        earlier=measurements([r for r in ordered if r.created_at < since], records),
+        earlier=judged([r for r in ordered if r.created_at < since], records),
         origins={(rec.batch, rec.approach): rec for recs in records.values() for rec in recs},
         dead_ends=[(at, rec) for at, rec in latest.values() if rec.status in FAILED],
     )
@@ -196,8 +238,13 @@ def _baseline_of(row: BatchRow, records: Sequence[RunRecord]) -> RunRecord | Non
 
 
 def _best_of(row: BatchRow, records: Sequence[RunRecord]) -> RunRecord | None:
+    """The batch's best approach among those its report judged (a confounded or inconclusive
+    run's value says nothing about the stack)."""
+    judged_here = {j.approach for j in judged([row], {row.id: records})}
     best: tuple[float, RunRecord] | None = None
     for _, record, _, lower, value in measured([row], {row.id: records}):
+        if record.approach not in judged_here:
+            continue
         if best is None or is_better(value, best[0], lower_is_better=lower):
             best = (value, record)
     return None if best is None else best[1]

@@ -1,4 +1,7 @@
-"""The digest's trend as data: the best measured value per preset and hardware, day by day.
+"""The digest's trend as data: per preset and hardware, each day's best judged result as its
+delta against its own batch's baseline (%), the same yardstick as the digest's best
+configuration (`jobs.core.digest`): only improved, unchanged or regressed results count, never
+an absolute median compared across batches, nor an inconclusive (confounded) or failed run.
 
 `jobs.charts.trend` draws it; `jobs.commands.digest` reads the store once for both.
 """
@@ -10,9 +13,9 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from jobs.core.digest_memory import hardware, measured
+from jobs.core.digest_memory import judged
 from jobs.core.records import RunRecord
-from jobs.core.verdicts import is_better
+from jobs.core.units import unit_of
 
 if TYPE_CHECKING:
     from jobs.store import BatchRow
@@ -26,21 +29,23 @@ def daily_best(
     days: float,
     tz: str = "UTC",
 ) -> list[dict[str, Any]]:
-    """Per (preset, hardware) with a measured value in the window: each day's best value
-    (days in `tz`), oldest first."""
+    """Per (preset, hardware) with a judged result in the window: each day's largest
+    `delta_pct` (days in `tz`; the earlier result holds a tie), oldest first."""
     since = now - dt.timedelta(days=days)
     zone = ZoneInfo(tz)
     best: dict[tuple[str, str], dict[str, Any]] = {}
-    window = [row for row in rows if since <= row.created_at <= now]
-    for row, record, metric, lower, value in measured(window, records):
-        day = row.created_at.astimezone(zone).date().isoformat()
-        series = best.setdefault((row.preset, hardware(record)), {
-            "preset": row.preset, "hardware": hardware(record), "metric": metric,
-            "lower_is_better": lower, "days": {}})
+    window = sorted((row for row in rows if since <= row.created_at <= now),
+                    key=lambda r: (r.created_at, r.id))
+    for point in judged(window, records):
+        day = point.created_at.astimezone(zone).date().isoformat()
+        series = best.setdefault((point.preset, point.hardware), {
+            "preset": point.preset, "hardware": point.hardware, "metric": point.metric,
+            "unit": unit_of(point.metric), "days": {}})
         held = series["days"].get(day)
-        if held is None or is_better(value, held["value"], lower_is_better=lower):
-            series["days"][day] = {"day": day, "value": value, "approach": record.approach,
-                                   "batch": row.id}
+        if held is None or point.delta_pct > held["delta_pct"]:
+            series["days"][day] = {"day": day, "delta_pct": point.delta_pct,
+                                   "value": point.value, "verdict": point.verdict,
+                                   "approach": point.approach, "batch": point.batch}
     return [
         {**{k: v for k, v in s.items() if k != "days"},
          "points": [s["days"][d] for d in sorted(s["days"])]}

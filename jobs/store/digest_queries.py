@@ -3,9 +3,10 @@ needs, in a handful of queries on indexed columns (batches.created_at, batches.p
 runs' (batch_id, approach) key) instead of every batch with every record decoded.
 
 One read still covers the whole history, by the digest's own definition: the best configuration
-per preset and hardware is the best ever measured, and its "previous" the best before the
-window. `measured_before` has the database extract three values from each earlier ok run and
-keeps one winner per preset and hardware; narrow columns on `runs` would make it a GROUP BY.
+per preset and hardware is the judged result with the largest delta ever, and its "previous"
+the best before the window. `judged_before` has the database expand the earlier reports'
+results (SQLite json_each, PostgreSQL jsonb_array_elements), keep the judged ones and join
+each to its run's hardware column; one winner per preset and hardware is kept here.
 
 Module-level functions take the store; `DigestQueries` mixes the same into `Store`.
 """
@@ -18,12 +19,14 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import and_, func, select
+from sqlalchemy import and_, func, select, true
+from sqlalchemy import cast as sql_cast
+from sqlalchemy.dialects.postgresql import JSONB
 
-from jobs.core.digest_memory import Measurement, Memory
+from jobs.core.digest import STEP_LOOKBACK
+from jobs.core.digest_memory import CONCLUSIVE, Judged, Memory
 from jobs.core.memory import known_from
 from jobs.core.records import RunRecord, to_record
-from jobs.core.verdicts import is_better
 from jobs.store.database import Database, json_path
 from jobs.store.schema import Batch, BatchRow, Run, to_batch_row
 
@@ -37,18 +40,18 @@ def digest_inputs(
     store: Database, *, since: dt.datetime, now: dt.datetime
 ) -> tuple[list[BatchRow], Records, Memory]:
     """Everything `build_digest` reads: the window's batches plus, per preset, the few before
-    it and its latest report; their records; and the `Memory` of earlier runs."""
+    it and its recent reports; their records; and the `Memory` of earlier judged results."""
     rows, records = window(store, since=since, now=now)
     presets = sorted({row.preset for row in rows})
     earlier = predecessors(store, presets=presets, before=since)
     held = {row.id for row in rows}
-    more = list({row.id: row for row in [*earlier, *latest_reports(store, now=now)]
+    more = list({row.id: row for row in [*earlier, *recent_reports(store, now=now)]
                  if row.id not in held}.values())
-    # the next steps need a latest report's row only; the regressions, the earlier records
+    # the next steps need the recent reports' rows only; the regressions, the earlier records
     records.update(records_of(store, [row.id for row in earlier]))
     everything = sorted([*rows, *more], key=lambda r: (r.created_at, r.id))
     memory = Memory(
-        earlier=measured_before(store, since=since),
+        earlier=judged_before(store, since=since),
         origins=origins(store, [rec for recs in records.values() for rec in recs]),
         dead_ends=dead_ends(store, now=now),
     )
@@ -104,49 +107,75 @@ def predecessors(
     return out
 
 
-def latest_reports(store: Database, *, now: dt.datetime) -> list[BatchRow]:
-    """Each preset's latest batch with a report, created by `now` (the open next steps)."""
-    latest = (
-        select(Batch.preset, func.max(Batch.created_at).label("at"))
+def recent_reports(store: Database, *, now: dt.datetime,
+                   limit: int = STEP_LOOKBACK) -> list[BatchRow]:
+    """Each preset's `limit` latest batches with a report, created by `now` (the next steps
+    carried until a later batch settles them): one query, ranked per preset by the database on
+    the (preset, created_at) index."""
+    rank = func.row_number().over(partition_by=Batch.preset,
+                                  order_by=(Batch.created_at.desc(), Batch.id.desc()))
+    ranked = (
+        select(Batch.id, rank.label("rank"))
         .where(Batch.report.is_not(None), Batch.created_at <= now)
-        .group_by(Batch.preset)
         .subquery()
     )
     query = (
         select(Batch)
-        .join(latest, and_(Batch.preset == latest.c.preset, Batch.created_at == latest.c.at))
-        .where(Batch.report.is_not(None))
+        .join(ranked, ranked.c.id == Batch.id)
+        .where(ranked.c.rank <= limit)
         .order_by(Batch.created_at, Batch.id)
     )
     with store._read() as session:
         return [to_batch_row(batch) for batch in session.scalars(query)]
 
 
-def measured_before(store: Database, *, since: dt.datetime) -> list[Measurement]:
-    """Per (preset, hardware), the best measured run of the batches created before `since`
-    (the best configuration's "previous"), chosen as `best_configurations` would over every
-    one of them in order. It reads the runs' narrow `value` and `hardware` columns (written
-    with each run, 0005_run_values), never a record."""
+def judged_before(store: Database, *, since: dt.datetime) -> list[Judged]:
+    """Per (preset, hardware), the judged result with the largest delta among the reports of
+    the batches created before `since` (the best configuration's "previous"), chosen as
+    `best_configurations` would over all of them. The database expands each report's results
+    and keeps the judged ones; the hardware is the run's narrow column (0005_run_values); a
+    record is never decoded, and a plan only for a sweep batch's candidate (its points do not
+    count)."""
     dialect = store._engine.dialect.name
+    if dialect == "postgresql":
+        items = func.jsonb_array_elements(
+            func.coalesce(sql_cast(Batch.report, JSONB)["results"], sql_cast("[]", JSONB))
+        ).table_valued("value").render_derived(name="item")
+
+        def field(name: str) -> Any:
+            return func.jsonb_extract_path_text(items.c.value, name)
+    else:
+        items = func.json_each(Batch.report, "$.results").table_valued("value").alias("item")
+
+        def field(name: str) -> Any:
+            return func.json_extract(items.c.value, f"$.{name}")
+    approach, verdict, delta = field("approach"), field("verdict"), field("delta_pct")
     metric = json_path(Batch.plan, ("metric",), dialect=dialect)
-    lower = json_path(Batch.plan, ("lower_is_better",), dialect=dialect)
+    sweep = json_path(Batch.report, ("sweep", "name"), dialect=dialect)
     query = (
-        select(Batch.id, Batch.preset, metric, lower, Run.approach, Run.value, Run.hardware)
-        .join(Run, Run.batch_id == Batch.id)
-        .where(Batch.created_at < since, Run.status == "ok", Run.value.is_not(None))
+        select(Batch.id, Batch.preset, metric, approach, verdict, delta, field("value"),
+               Run.hardware, sweep)
+        .select_from(Batch)
+        .join(items, true())
+        .join(Run, and_(Run.batch_id == Batch.id, Run.approach == approach))
+        .where(Batch.created_at < since, Batch.report.is_not(None),
+               verdict.in_(CONCLUSIVE), delta.is_not(None))
         .order_by(Batch.created_at, Batch.id, Run.position, Run.id)
     )
     with store._read() as session:
         found = session.execute(query).all()
-    best: dict[tuple[str, str], Measurement] = {}
-    for batch_id, preset, name, down, approach, value, hardware in found:
-        is_lower = _is_true(down)
-        key = (preset, str(hardware))
+    best: dict[tuple[str, str], Judged] = {}
+    points: dict[str, frozenset[str]] = {}
+    for batch_id, preset, name, who, said, change, value, hardware, swept in found:
+        key, moved = (preset, str(hardware)), float(change)
         held = best.get(key)
-        if held is None or is_better(value, held.value, lower_is_better=is_lower):
-            best[key] = Measurement(preset=preset, hardware=key[1], approach=approach,
-                                    batch=batch_id, metric=str(name), lower_is_better=is_lower,
-                                    value=float(value), created_at=since)
+        if held is not None and moved <= held.delta_pct:
+            continue
+        if swept is not None and who in _points(store, batch_id, points):
+            continue
+        best[key] = Judged(preset=preset, hardware=key[1], approach=str(who), batch=batch_id,
+                           metric=str(name), verdict=str(said), delta_pct=moved,
+                           value=None if value is None else float(value), created_at=since)
     # Decoding a datetime costs more than the rest of a row: only the winners' are read.
     query_at = select(Batch.id, Batch.created_at).where(
         Batch.id.in_(sorted({m.batch for m in best.values()})))
@@ -154,6 +183,16 @@ def measured_before(store: Database, *, since: dt.datetime) -> list[Measurement]
         created = dict(session.execute(query_at).all())
     return sorted((dataclasses.replace(m, created_at=created[m.batch]) for m in best.values()),
                   key=lambda m: m.created_at)
+
+
+def _points(store: Database, batch_id: str, cache: dict[str, frozenset[str]]) -> frozenset[str]:
+    """A sweep batch's points, read from its plan once."""
+    if batch_id not in cache:
+        with store._read() as session:
+            plan = session.scalar(select(Batch.plan).where(Batch.id == batch_id))
+        cache[batch_id] = frozenset(
+            str(p.get("approach")) for p in (json.loads(plan or "{}").get("points") or ()))
+    return cache[batch_id]
 
 
 def origins(store: Database, records: Sequence[RunRecord]) -> dict[tuple[str, str], RunRecord]:
@@ -219,10 +258,3 @@ def _records(found: Sequence[Any], *, ids: Sequence[str]) -> Records:
         out.setdefault(batch_id, []).append(
             to_record(json.loads(data), where=f"{batch_id}/{name}"))
     return out
-
-
-_NUMBERS = (int, float)
-
-
-def _is_true(value: Any) -> bool:
-    return value in (True, 1, "1", "true")

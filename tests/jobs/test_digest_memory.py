@@ -14,10 +14,12 @@ from jobs.commands.context import Caller, Context
 from jobs.commands.digest import digest as digest_command
 from jobs.core.digest import build_digest
 from jobs.core.messages import render_blocks, render_text
+from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
 from jobs.store import Store
 from jobs.store.digest_queries import digest_inputs
 from tests.conftest import FINGERPRINT, make_plan, make_record
+from tests.jobs.test_digest import sweep_plan
 from tests.jobs.test_store import postgres_url, url  # noqa: F401 - fixtures: both databases
 
 NOW = dt.datetime(2026, 12, 7, 9, 0, tzinfo=dt.UTC)
@@ -32,9 +34,10 @@ def store(url: str) -> Iterator[Store]:  # noqa: F811 - `url` is the parametrise
 
 
 def add_batch(store: Store, batch: str, *, days_ago: float, runs: Sequence[RunRecord],
-              preset: str = "eagle3", report: dict[str, Any] | None = None) -> None:
+              preset: str = "eagle3", report: dict[str, Any] | None = None,
+              plan: BatchPlan | None = None) -> None:
     store.create_batch(batch_id=batch, preset=preset, engine="sglang", queue="default",
-                       requested_by="U1", plan=make_plan(preset=preset),
+                       requested_by="U1", plan=plan or make_plan(preset=preset),
                        created_at=NOW - dt.timedelta(days=days_ago))
     store.put_records([(i, r) for i, r in enumerate(runs)])
     store.set_state(batch, "done")
@@ -82,14 +85,35 @@ def test_a_move_within_noise_is_no_regression(store: Store) -> None:
                                                                              digest=digest)
 
 
+def judged_report(batch: str, *results: tuple[str, str, float]) -> dict[str, Any]:
+    """A stored report: (approach, verdict, delta_pct) per result."""
+    return {"batch": batch, "preset": "eagle3", "metric": "output_throughput",
+            "baseline": {"approach": "baseline", "value": 100.0, "status": "ok"},
+            "results": [{"approach": a, "verdict": v, "delta_pct": d, "value": 100 + d,
+                         "cause": None, "why": ""} for a, v, d in results],
+            "next_steps": []}
+
+
 def test_a_regression_without_a_stack_change_says_so(store: Store) -> None:
     add_batch(store, "b-1", days_ago=2, runs=[
-        run("b-1", "baseline", [100, 101]), run("b-1", "cg-128", [120, 121])])
+        run("b-1", "baseline", [100, 101]), run("b-1", "cg-128", [120, 121])],
+        report=judged_report("b-1", ("cg-128", "improved", 19.4)))
     add_batch(store, "b-2", days_ago=1, runs=[
-        run("b-2", "baseline", [100, 101]), run("b-2", "cg-128", [110, 111])])
+        run("b-2", "baseline", [100, 101]), run("b-2", "cg-128", [110, 111])],
+        report=judged_report("b-2", ("cg-128", "improved", 9.5)))
     (moved,) = digest_of(store)["regressions"]
     assert (moved["what"], moved["to"]["approach"], moved["stack"]) == ("best", "cg-128", [])
     assert "no stack change" in render_text("digest", digest=digest_of(store))
+
+
+def test_a_confounded_run_is_no_best_to_regress_from(store: Store) -> None:
+    add_batch(store, "b-1", days_ago=2, runs=[
+        run("b-1", "baseline", [100, 101]), run("b-1", "tp", [300, 301])],
+        report=judged_report("b-1", ("tp", "inconclusive", 198.5)))
+    add_batch(store, "b-2", days_ago=1, runs=[
+        run("b-2", "baseline", [100, 101]), run("b-2", "cg-128", [110, 111])],
+        report=judged_report("b-2", ("cg-128", "improved", 9.5)))
+    assert digest_of(store)["regressions"] == []
 
 
 def test_gpu_hours_per_preset(store: Store) -> None:
@@ -162,10 +186,34 @@ def test_the_store_queries_give_what_the_whole_history_gives(store: Store) -> No
     add_batch(store, "d-1", days_ago=90, preset="demo", runs=[
         run("d-1", "baseline", [5, 5], preset="demo")],
         report={"batch": "d-1", "preset": "demo", "results": [], "next_steps": steps})
+    # judged history before the window: a confounded fastest run, a sweep's unconfirmed point,
+    # and the judged best (cg-64) the window's "previous" must be
+    add_batch(store, "j-1", days_ago=40, runs=[
+        run("j-1", "baseline", [50, 51]), run("j-1", "cg-64", [60, 61]),
+        run("j-1", "tp", [300, 301])],
+        report=judged_report("j-1", ("cg-64", "improved", 19.6), ("tp", "inconclusive", 490.0),
+                             ("cg-32", "failed", 0.0)))
+    add_batch(store, "j-2", days_ago=30, runs=[
+        run("j-2", "baseline", [100, 101]), run("j-2", "chunk-0", [150, 151])],
+        plan=sweep_plan(("chunk-0",)),
+        report={**judged_report("j-2", ("chunk-0", "improved", 49.5)), "sweep": {"name": "c"}})
+    add_batch(store, "j-3", days_ago=29, runs=[
+        run("j-3", "baseline", [100, 101]), run("j-3", "chunk-0", [103, 104])],
+        report=judged_report("j-3", ("chunk-0", "unchanged", 1.0)))
+    add_batch(store, "j-4", days_ago=2, runs=[
+        run("j-4", "baseline", [100, 101]), run("j-4", "eagle3", [110, 111])],
+        report=judged_report("j-4", ("eagle3", "improved", 9.9)))
     since = NOW - dt.timedelta(days=7)
     rows, records, memory = digest_inputs(store, since=since, now=NOW)
-    assert {r.id for r in rows} == {"b-0", "b-1", "b-2", "d-1"}  # window, predecessors, reports
+    assert {r.id for r in rows} >= {"b-1", "b-2", "d-1", "j-4"}  # window, predecessors, reports
+    (previous,) = memory.earlier
+    assert (previous.approach, previous.batch, previous.delta_pct) == ("cg-64", "j-1", 19.6)
     full = store.list_batches()
     everything = {row.id: store.records(row.id) for row in full}
     assert build_digest(rows, records, now=NOW, days=7, memory=memory) == build_digest(
         full, everything, now=NOW, days=7)
+    (best,) = build_digest(rows, records, now=NOW, days=7, memory=memory)["best"]
+    assert (best["approach"], best["previous"]["approach"], best["change_pp"]) == (
+        "cg-64", "cg-64", 0.0)  # j-4's +9.9% is no better: nothing better judged this period
+    assert "nothing better judged this period" in render_text(
+        "digest", digest=build_digest(rows, records, now=NOW, days=7, memory=memory))
