@@ -9,6 +9,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from sqlalchemy import select, text, update
 
 from jobs.commands.context import Caller, Context
 from jobs.commands.digest import digest as digest_command
@@ -18,6 +19,7 @@ from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
 from jobs.store import Store
 from jobs.store.digest_queries import digest_inputs
+from jobs.store.schema import Run
 from tests.conftest import FINGERPRINT, make_plan, make_record
 from tests.jobs.test_digest import sweep_plan
 from tests.jobs.test_store import postgres_url, url  # noqa: F401 - fixtures: both databases
@@ -217,3 +219,18 @@ def test_the_store_queries_give_what_the_whole_history_gives(store: Store) -> No
         "cg-64", "cg-64", 0.0)  # j-4's +9.9% is no better: nothing better judged this period
     assert "nothing better judged this period" in render_text(
         "digest", digest=build_digest(rows, records, now=NOW, days=7, memory=memory))
+
+
+def test_migration_0006_names_the_stored_cpu_runs_by_their_cpu(store: Store) -> None:
+    cpu = {"gpu": "none (CPU: AMD EPYC 9654)", "gpu_count": 0, "cpu": "AMD EPYC 9654"}
+    add_batch(store, "c-1", days_ago=1, runs=[run("c-1", "baseline", fingerprint=cpu),
+                                              run("c-1", "gpu", fingerprint=FINGERPRINT)])
+    with store._write() as session:  # as 0005 wrote them, before the CPU was named
+        session.execute(update(Run).where(Run.approach == "baseline")
+                        .values(hardware="0x none (CPU: AMD EPYC 9654)"))
+        session.execute(text("UPDATE alembic_version SET version_num = '0005'"))
+    store.migrate()
+    with store._read() as session:
+        named = dict(session.execute(select(Run.approach, Run.hardware)).all())
+    assert named == {"baseline": "CPU (AMD EPYC 9654)",
+                     "gpu": "8x NVIDIA RTX PRO 6000 Blackwell Server Edition"}
