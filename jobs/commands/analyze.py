@@ -20,6 +20,7 @@ from jobs.core.remedies import load_remedies
 from jobs.core.report import analyze as analyze_records
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
+from jobs.engines.flag_table import load_table
 
 
 @dataclass(frozen=True)
@@ -55,7 +56,8 @@ def analyze(args: AnalyzeArgs) -> dict[str, Any]:
         else args.min_effect_pct,
         lower_is_better=default.lower_is_better if args.lower_is_better is None else True,
     )
-    report = analyze_records(records, metric=metric, rules=load_rules(), remedies=load_remedies())
+    report = analyze_records(records, metric=metric, rules=load_rules(), remedies=load_remedies(),
+                             flags=load_table())
     if (where := non_finite(report)) is not None:
         raise RecordError(f"{source}: the records give a non-finite {where}")
     return report

@@ -1,17 +1,27 @@
 """Ranked next steps (SPEC.md): retry the inconclusive, adopt the key achievement, remedy
-each cause (low effort first), and accept the best measured configuration last."""
+each cause (low effort first), and accept the best measured configuration last.
+
+Remedies are chosen by what each approach ran (jobs.core.diagnosis: the engine, its GPUs, the
+flag the engine rejected); `accept` names a configuration that was measured, or is left out.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from jobs.core.diagnosis import FlagFacts, FlagProblem, engine_of, facts_of, flag_problem
 from jobs.core.records import RunRecord
-from jobs.core.remedies import EFFORTS, Remedies
-from jobs.core.rules import PRECEDENCE
+from jobs.core.remedies import EFFORTS, Facts, Remedies, Remedy
+from jobs.core.rules import PRECEDENCE, RuleSet
+from jobs.core.units import unit_of, with_unit
 from jobs.core.verdicts import Metric, Verdict, median
 from jobs.settings import is_secret_name
 
 CAUSE_ORDER = (*PRECEDENCE, "timeout", "crash")
+NOT_RUN = ("cancelled", "skipped")
+ENGINE_NAMES = {"sglang": "SGLang", "local": "the local engine"}
+_MARK = "\x00approaches\x00"  # where the approaches go once the steps alike are merged
+_EVIDENCE_CHARS = 240
 
 
 def cause_rank(cause: str) -> int:
@@ -19,19 +29,56 @@ def cause_rank(cause: str) -> int:
     return CAUSE_ORDER.index(cause) if cause in CAUSE_ORDER else len(CAUSE_ORDER)
 
 
-
 def next_steps(
     approaches: list[RunRecord],
     verdicts: list[Verdict],
     *,
-    results: list[dict[str, Any]],
     key: dict[str, Any] | None,
     baseline: RunRecord,
     metric: Metric,
     remedies: Remedies,
+    rules: RuleSet,
+    flags: FlagFacts | None = None,
+    engine: str | None = None,
 ) -> list[dict[str, Any]]:
+    """`flags`: what is known of SGLang's flags across releases; `engine`: the engine the batch
+    ran (the plan's), else told from the baseline's fingerprint."""
     pairs = list(zip(approaches, verdicts, strict=True))
+    ran = engine or engine_of(baseline.fingerprint)
+    steps: list[dict[str, Any]] = _rerun_steps(pairs, baseline=baseline)
+    if key is not None:
+        record = next(r for r in approaches if r.approach == key["approach"])
+        knobs = _knob_text(record.change)
+        steps.append(_step(
+            "adopt", record.approach,
+            action=f"Make {record.approach} the new baseline" + (f" ({knobs})" if knobs else ""),
+            why=f"the largest improvement: {key['delta_pct']:+.1f}% on {metric.name}",
+            effort="low",
+        ))
+    steps.extend(_remedy_steps(
+        pairs, baseline=baseline, metric=metric, remedies=remedies, rules=rules, flags=flags,
+        engine=ran,
+    ))
+    accept = _accept(pairs, steps, key=key, baseline=baseline, metric=metric)
+    if accept is not None:
+        steps.append(accept)
+    for rank, step in enumerate(steps, start=1):
+        step["rank"] = rank
+    return steps
+
+
+def _rerun_steps(
+    pairs: list[tuple[RunRecord, Verdict]], *, baseline: RunRecord
+) -> list[dict[str, Any]]:
+    """Retry steps: a failed or unrun baseline, the inconclusive, what a cancel left unrun."""
     steps: list[dict[str, Any]] = []
+    if baseline.status in NOT_RUN:
+        steps.append(_step(
+            "retry", None, action="Run the whole batch again",
+            why=f"it was {baseline.status} before its baseline was measured: nothing was compared",
+            effort="low",
+        ))
+        return steps
     if any(v.reason == "baseline" for _, v in pairs):
         steps.append(_step(
             "retry", None,
@@ -43,49 +90,54 @@ def next_steps(
     for record, verdict in pairs:
         if verdict.verdict != "inconclusive" or verdict.reason == "baseline":
             continue
-        steps.append(_retry(record, verdict, baseline=baseline))
-    if key is not None:
-        record = next(r for r in approaches if r.approach == key["approach"])
-        knobs = _knob_text(record.change)
+        steps.append(_retry(record, verdict))
+    unrun = [r for r, v in pairs if v.verdict in NOT_RUN]
+    if unrun:
+        names = ", ".join(r.approach for r in unrun)
         steps.append(_step(
-            "adopt", record.approach,
-            action=f"Make {record.approach} the new baseline" + (f" ({knobs})" if knobs else ""),
-            why=f"the largest improvement: {key['delta_pct']:+.1f}% on {metric.name}",
+            "retry", names,
+            action=f"Run {_with_parents(unrun)} again with the baseline",
+            why=f"the batch ended before {'it was' if len(unrun) == 1 else 'they were'} "
+            f"measured ({', '.join(sorted({r.status for r in unrun}))})",
             effort="low",
         ))
-    steps.extend(_remedy_steps(pairs, baseline=baseline, metric=metric, remedies=remedies))
-    steps.append(_accept(results, key=key, baseline=baseline, metric=metric))
-    for rank, step in enumerate(steps, start=1):
-        step["rank"] = rank
     return steps
 
 
-def _retry(record: RunRecord, verdict: Verdict, *, baseline: RunRecord) -> dict[str, Any]:
+def _retry(record: RunRecord, verdict: Verdict) -> dict[str, Any]:
+    name = _with_parents([record])
     if verdict.reason == "confound" and verdict.confound is not None:
         knob, ours, theirs = verdict.confound
         return _step(
             "retry", record.approach,
-            action=f"Re-run {record.approach} with {knob} at the baseline's {theirs} "
+            action=f"Re-run {name} with {knob} at the baseline's {theirs} "
             f"(it ran with {ours}): the confound removed",
             why=verdict.why, effort="low",
         )
     if verdict.reason == "fallback":
         return _step(
             "retry", record.approach,
-            action=f"Re-run {record.approach} where its feature is supported (another GPU or "
+            action=f"Re-run {name} where its feature is supported (another GPU or "
             "SGLang release): the server fell back to the default path",
             why=verdict.why, effort="medium",
         )
     if verdict.reason == "drift":
         return _step(
             "retry", record.approach,
-            action=f"Re-run {record.approach} and the baseline in one batch on one host and stack",
+            action=f"Re-run {name} and the baseline in one batch on one host and stack",
             why=verdict.why, effort="low",
         )
     return _step(
         "retry", record.approach,
-        action=f"Re-run {record.approach} with more repetitions",
+        action=f"Re-run {name} with more repetitions",
         why=verdict.why, effort="low",
+    )
+
+
+def _with_parents(records: list[RunRecord]) -> str:
+    """The approaches, each with the parent a retry runs beside it (`retry` adds it)."""
+    return ", ".join(
+        f"{r.approach} (with its parent {r.parent})" if r.parent else r.approach for r in records
     )
 
 
@@ -95,74 +147,120 @@ def _remedy_steps(
     baseline: RunRecord,
     metric: Metric,
     remedies: Remedies,
+    rules: RuleSet,
+    flags: FlagFacts | None,
+    engine: str,
 ) -> list[dict[str, Any]]:
-    fp = baseline.fingerprint
     found: list[tuple[int, int, dict[str, Any]]] = []
-    by_cause: dict[str, list[str]] = {}
+    by_cause: dict[str, list[tuple[str, Facts, dict[str, str]]]] = {}
+    by_verdict: dict[str, list[tuple[str, Facts, dict[str, str]]]] = {}
     for record, verdict in pairs:
+        problem = None
+        if verdict.verdict == "failed" and verdict.cause == "bad-config":
+            problem = flag_problem(record, rules=rules, flags=flags, engine=engine)
+        facts = facts_of(record, baseline=baseline, engine=engine, problem=problem)
+        fields = _fields(record, verdict, facts=facts, problem=problem, metric=metric)
+        item = (record.approach, facts, fields)
         if verdict.verdict == "failed" and verdict.cause:
-            by_cause.setdefault(verdict.cause, []).append(record.approach)
+            by_cause.setdefault(verdict.cause, []).append(item)
+        by_verdict.setdefault(verdict.verdict, []).append(item)
     for cause in sorted(by_cause, key=cause_rank):
-        names = by_cause[cause]
         for remedy in remedies.for_cause(cause):
-            found.append((EFFORTS.index(remedy.effort), len(found), _remedy(
-                remedy.action, remedy.why, remedy.effort, names=names, fp=fp, metric=metric,
-                cause=cause,
-            )))
-    by_verdict: dict[tuple[str, bool], list[str]] = {}
-    for record, verdict in pairs:
-        speculative = record.accept_length is not None and baseline.accept_length is None
-        by_verdict.setdefault((verdict.verdict, speculative), []).append(record.approach)
-    for (verdict_name, speculative), names in by_verdict.items():
-        for remedy in remedies.for_verdict(verdict_name, speculative=speculative):
-            found.append((EFFORTS.index(remedy.effort), len(found), _remedy(
-                remedy.action, remedy.why, remedy.effort, names=names, fp=fp, metric=metric,
-                cause=None,
-            )))
+            for step in _offered(remedy, by_cause[cause], cause=cause):
+                found.append((EFFORTS.index(remedy.effort), len(found), step))
+    for verdict_name, items in by_verdict.items():
+        for remedy in remedies.for_verdict(verdict_name):
+            for step in _offered(remedy, items, cause=None):
+                found.append((EFFORTS.index(remedy.effort), len(found), step))
     return [step for _, _, step in sorted(found, key=lambda item: (item[0], item[1]))]
 
 
-def _remedy(
-    action: str,
-    why: str,
-    effort: str,
+def _offered(
+    remedy: Remedy, items: list[tuple[str, Facts, dict[str, str]]], *, cause: str | None
+) -> list[dict[str, Any]]:
+    """One step per distinct text among the approaches whose facts meet `when`: approaches
+    whose remedy reads the same share one step."""
+    alike: dict[tuple[str, str], list[str]] = {}
+    for name, facts, fields in items:
+        if not remedy.when.holds(facts):
+            continue
+        text = (remedy.action.format(**fields), remedy.why.format(**fields))
+        alike.setdefault(text, []).append(name)
+    steps = []
+    for (action, why), names in alike.items():
+        joined = ", ".join(names)
+        step = _step("remedy", joined, action=action.replace(_MARK, joined),
+                     why=why.replace(_MARK, joined), effort=remedy.effort)
+        step["cause"] = cause
+        steps.append(step)
+    return steps
+
+
+def _fields(
+    record: RunRecord,
+    verdict: Verdict,
     *,
-    names: list[str],
-    fp: dict[str, Any],
+    facts: Facts,
+    problem: FlagProblem | None,
     metric: Metric,
-    cause: str | None,
-) -> dict[str, Any]:
-    fields = {
-        "approaches": ", ".join(names),
+) -> dict[str, str]:
+    """The placeholders of remedies.PLACEHOLDERS for one approach."""
+    fp = record.fingerprint
+    evidence = (problem.line if problem is not None and problem.line else verdict.why)
+    if len(evidence) > _EVIDENCE_CHARS:
+        evidence = evidence[: _EVIDENCE_CHARS - 1] + "…"
+    return {
+        "approaches": _MARK,
         "compute_capability": fp.get("compute_capability") or "this GPU's",
         "gpu": fp.get("gpu") or "this GPU",
         "interconnect": fp.get("interconnect") or "this interconnect",
         "metric": metric.name,
+        "unit": unit_of(metric.name) or "its unit",
+        "engine": ENGINE_NAMES.get(facts.engine, facts.engine),
+        "release": str(fp.get("sglang") or "this release"),
+        "flag": (problem.flag if problem and problem.flag else "the rejected flag"),
+        "new_flag": (problem.new_flag if problem and problem.new_flag else "its new name"),
+        "value": (problem.value if problem and problem.value else "the value given"),
+        "choices": (f"one of {problem.choices}" if problem and problem.choices
+                    else "a value of the type it expects"),
+        "hint": (problem.hint if problem and problem.hint else "no close match was found"),
+        "evidence": evidence,
     }
-    step = _step(
-        "remedy", ", ".join(names), action=action.format(**fields), why=why.format(**fields),
-        effort=effort,
-    )
-    step["cause"] = cause
-    return step
 
 
 def _accept(
-    results: list[dict[str, Any]],
+    pairs: list[tuple[RunRecord, Verdict]],
+    steps: list[dict[str, Any]],
     *,
     key: dict[str, Any] | None,
     baseline: RunRecord,
     metric: Metric,
-) -> dict[str, Any]:
+) -> dict[str, Any] | None:
+    """Keep the best measured configuration: the key achievement, else a measured baseline
+    against which some approach was measured; None when nothing was compared."""
     if key is not None:
         best, value = key["approach"], key["value"]
     else:
         best, value = "baseline", median(baseline.samples(metric.name))
-    shown = "no measurement" if value is None else f"{value:.4g} {metric.name}"
+        if baseline.status != "ok" or not any(v.value is not None for _, v in pairs):
+            value = None
+    if value is None:
+        return None
+    shown = with_unit(f"{value:.4g}", metric.name)
+    open_steps = [s for s in steps if s["kind"] in ("retry", "remedy")]
+    cheap = [s for s in open_steps if s["effort"] != "high"]
+    if cheap:
+        return _step(
+            "accept", best, action=f"Keep {best} ({shown}) until a next step beats it",
+            why=f"the best configuration measured in this batch; {len(cheap)} cheaper "
+            f"step{'s' if len(cheap) != 1 else ''} above may still beat it",
+            effort="low",
+        )
     return _step(
         "accept", best,
-        action=f"Accept {best} ({shown}) as the best configuration for this hardware",
-        why="stop optimising when the remaining options cost more than they promise",
+        action=f"Accept {best} ({shown}) as the best configuration measured on this hardware",
+        why="stop optimising: every option left is high effort for an uncertain gain"
+        if open_steps else "no step is left open in this batch",
         effort="low",
     )
 

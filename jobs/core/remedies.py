@@ -1,18 +1,59 @@
-"""Remedies: candidate next steps per failure cause and per verdict (`config/remedies.yaml`)."""
+"""Remedies: candidate next steps per failure cause and per verdict (`config/remedies.yaml`).
+
+A remedy may carry `when`, conditions on what the batch actually ran (`Facts`: the engine, a
+GPU, more than one GPU process, speculation, what the engine rejected); it is offered only for
+the approaches whose facts meet every condition given. Its text may use the placeholders in
+PLACEHOLDERS; any other is an error at load, naming the remedy.
+"""
 
 from __future__ import annotations
 
 import functools
+import string
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jobs import settings
 from jobs.core.errors import PresetError
 
 EFFORTS = ("low", "medium", "high")
+# What the engine rejected, for a bad-config failure (jobs.core.diagnosis).
+FLAG_PROBLEMS = ("renamed", "bounded", "unknown", "value", "conflict", "other")
+PLACEHOLDERS = frozenset({
+    "approaches", "compute_capability", "gpu", "interconnect", "metric", "unit", "engine",
+    "flag", "new_flag", "value", "choices", "hint", "release", "evidence",
+})
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What one approach ran: the conditions of `when` are checked against these."""
+
+    engine: str  # "sglang" or "local"
+    gpu: bool
+    multi_gpu: bool  # more than one GPU process (tp, ep, dp or pp size above 1)
+    speculative: bool  # it speculates and the baseline does not
+    flag: str | None = None  # for bad-config: one of FLAG_PROBLEMS
+
+
+class When(BaseModel):
+    """Conditions of a remedy; each one given must hold, the ones left out always do."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    engine: Literal["sglang", "local"] | None = None
+    gpu: bool | None = None
+    multi_gpu: bool | None = None
+    speculative: bool | None = None
+    flag: Literal["renamed", "bounded", "unknown", "value", "conflict", "other"] | None = None
+
+    def holds(self, facts: Facts) -> bool:
+        wanted = self.model_dump(exclude_none=True)
+        return all(getattr(facts, key) == value for key, value in wanted.items())
 
 
 class Remedy(BaseModel):
@@ -21,7 +62,26 @@ class Remedy(BaseModel):
     action: str = Field(min_length=1)
     effort: Literal["low", "medium", "high"]
     why: str = Field(min_length=1)
-    when: Literal["speculative"] | None = None
+    when: When = Field(default_factory=When)
+
+    @field_validator("when", mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        # `when: speculative` (the first format) is `when: {speculative: true}`.
+        if value is None:
+            return {}
+        if value == "speculative":
+            return {"speculative": True}
+        return value
+
+    @model_validator(mode="after")
+    def _known_placeholders(self) -> Remedy:
+        for key in ("action", "why"):
+            for _, name, _, _ in string.Formatter().parse(getattr(self, key)):
+                if name is not None and name not in PLACEHOLDERS:
+                    known = ", ".join(f"{{{p}}}" for p in sorted(PLACEHOLDERS))
+                    raise ValueError(f"{key}: unknown placeholder {{{name}}} (known: {known})")
+        return self
 
 
 class Remedies(BaseModel):
@@ -33,11 +93,8 @@ class Remedies(BaseModel):
     def for_cause(self, cause: str) -> tuple[Remedy, ...]:
         return self.causes.get(cause, ())
 
-    def for_verdict(self, verdict: str, *, speculative: bool) -> tuple[Remedy, ...]:
-        return tuple(
-            r for r in self.verdicts.get(verdict, ())
-            if r.when is None or (r.when == "speculative" and speculative)
-        )
+    def for_verdict(self, verdict: str) -> tuple[Remedy, ...]:
+        return self.verdicts.get(verdict, ())
 
 
 def load_remedies(path: Path | None = None) -> Remedies:
@@ -57,4 +114,5 @@ def _load(path: Path) -> Remedies:
     except ValidationError as exc:
         error = exc.errors()[0]
         key = ".".join(str(part) for part in error["loc"])
-        raise PresetError(f"{path}: key {key!r}: {error['msg']}") from None
+        msg = str(error["msg"]).removeprefix("Value error, ")
+        raise PresetError(f"{path}: key {key!r}: {msg}") from None

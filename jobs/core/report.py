@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from jobs.core.diagnosis import FlagFacts
 from jobs.core.errors import RecordError
 from jobs.core.next_steps import cause_rank, next_steps
 from jobs.core.records import RunRecord
@@ -37,9 +38,12 @@ def analyze(
     rules: RuleSet,
     remedies: Remedies,
     judged: Mapping[str, Verdict] | None = None,
+    flags: FlagFacts | None = None,
+    engine: str | None = None,
 ) -> dict[str, Any]:
     """The report of a batch's records; `judged` holds verdicts already given, by approach (a
-    worker judges each run as it ends), so that each approach is judged once."""
+    worker judges each run as it ends), so that each approach is judged once. `flags` (SGLang's
+    flag table) and `engine` (the plan's) let the remedies fit what the batch ran."""
     baseline, approaches = split_batch(records)
     known = judged or {}
     verdicts = [
@@ -75,8 +79,8 @@ def analyze(
         "key_achievement": key,
         "root_cause": root,
         "next_steps": next_steps(
-            approaches, verdicts, results=results, key=key, baseline=baseline,
-            metric=metric, remedies=remedies,
+            approaches, verdicts, key=key, baseline=baseline, metric=metric,
+            remedies=remedies, rules=rules, flags=flags, engine=engine,
         ),
         "fingerprint": baseline.fingerprint,
         "counts": dict(Counter(v.verdict for v in verdicts)),

@@ -63,8 +63,12 @@ def check_shape(report: dict[str, Any]) -> None:
         assert STEP_KEYS <= set(step)
     kinds = [KIND_ORDER.index(s["kind"]) for s in steps]
     assert kinds == sorted(kinds)
-    assert steps[-1]["kind"] == "accept"
-    assert sum(s["kind"] == "accept" for s in steps) == 1
+    # accept: at most once, last, and only naming a configuration that was measured
+    accepts = [s for s in steps if s["kind"] == "accept"]
+    assert len(accepts) <= 1
+    if accepts:
+        assert steps[-1] is accepts[0]
+        assert "no measurement" not in accepts[0]["action"]
     remedies = [EFFORTS.index(s["effort"]) for s in steps if s["kind"] == "remedy"]
     assert remedies == sorted(remedies)
 
@@ -152,7 +156,8 @@ def test_failed_baseline() -> None:
     assert first["kind"] == "retry" and "fix the baseline" in first["action"].lower()
     # one step for the baseline, not one retry per approach
     assert sum(s["kind"] == "retry" for s in report["next_steps"]) == 1
-    assert report["next_steps"][-1]["approach"] == "baseline"
+    # nothing was measured against a baseline that ran: no configuration to keep
+    assert all(s["kind"] != "accept" for s in report["next_steps"])
 
 
 def test_fingerprint_drift_in_the_report() -> None:

@@ -1,0 +1,172 @@
+"""What an approach actually ran, and what the engine rejected: the facts remedies are chosen by.
+
+`facts_of` reads a record (the engine, its fingerprint, its server args); `flag_problem` reads
+the line a bad-config failure was classified by: a flag the flag table knows as renamed, one
+that exists only in some releases, an unknown flag, a value outside the flag's vocabulary or
+type, or settings that conflict. The flag table lives with the engines; the core sees it
+through `FlagFacts`, a protocol that jobs.engines.flag_table.FlagTable meets.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from jobs.core.records import RunRecord
+from jobs.core.remedies import Facts
+from jobs.core.rules import RuleSet
+
+# Server args that put more than one GPU process on a configuration (SGLang's names and aliases).
+PARALLEL_KNOBS = (
+    "tp-size", "tp", "tensor-parallel-size", "ep-size", "ep", "expert-parallel-size",
+    "dp-size", "dp", "data-parallel-size", "pp-size", "pp", "pipeline-parallel-size",
+)
+# Server args that turn speculation on (SGLang's, then the local engine's).
+SPECULATIVE_KNOBS = ("speculative-algorithm", "draft-layers", "prompt-lookup-num-tokens")
+CONFLICT_RULES = ("server-args-check", "incompatible-flags")
+_UNRECOGNIZED = re.compile(r": error: unrecognized arguments: (?P<rest>.*)$")
+_ARGUMENT = re.compile(r": error: argument (?P<flag>[^:]+): (?P<message>.*)$")
+_CHOICE = re.compile(
+    r"^invalid choice: (?P<value>'[^']*'|\S+) \(choose from (?P<choices>[^)]*)\)"
+    r"(?: \((?P<hint>.*)\))?"
+)
+_BAD_TYPE = re.compile(r"^invalid \w+ value: (?P<value>'[^']*'|\S+)")
+_TAIL = re.compile(r"^(?P<head>.*?) \((?P<hint>[^()]*)\)\s*$")
+_BOUNDED = re.compile(r"is in SGLang \S+ and later|no SGLang release has")
+
+
+class FlagFacts(Protocol):
+    """What is known about SGLang's flags across releases (config/sglang_flags.yaml)."""
+
+    def name_for(self, key: str, version: str) -> str: ...
+
+    def hint(self, flag: str, version: str, *, value: Any = None) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class FlagProblem:
+    """What the engine rejected; `kind` is one of remedies.FLAG_PROBLEMS."""
+
+    kind: str
+    line: str
+    flag: str | None = None
+    new_flag: str | None = None
+    value: str | None = None
+    choices: str | None = None
+    hint: str | None = None
+
+
+def engine_of(fingerprint: dict[str, Any]) -> str:
+    """The engine that ran a record, from its fingerprint: a host without a GPU or SGLang ran
+    the local engine (jobs.engines.local records `gpu: "none (CPU: ...)"`, `gpu_count: 0`)."""
+    if fingerprint.get("sglang"):
+        return "sglang"
+    gpu = str(fingerprint.get("gpu") or "")
+    if fingerprint.get("gpu_count") == 0 or gpu.startswith("none") or "cpu" in fingerprint:
+        return "local"
+    return "sglang"
+
+
+def has_gpu(fingerprint: dict[str, Any]) -> bool:
+    count = fingerprint.get("gpu_count")
+    gpu = str(fingerprint.get("gpu") or "none")
+    return (isinstance(count, int) and count > 0) or (count is None and not gpu.startswith("none"))
+
+
+def parallelism(server_args: dict[str, Any]) -> int:
+    """The largest tp/ep/dp/pp size among the server args (1 when none is set)."""
+    sizes = [1]
+    for key, value in server_args.items():
+        if key.lstrip("-").replace("_", "-") in PARALLEL_KNOBS:
+            try:
+                sizes.append(int(value))
+            except (TypeError, ValueError):
+                continue
+    return max(sizes)
+
+
+def is_speculative(record: RunRecord) -> bool:
+    if record.accept_length is not None:
+        return True
+    return any(
+        record.server_args.get(knob) not in (None, False) for knob in SPECULATIVE_KNOBS
+    )
+
+
+def facts_of(
+    record: RunRecord,
+    *,
+    baseline: RunRecord,
+    engine: str | None,
+    problem: FlagProblem | None = None,
+) -> Facts:
+    ran = engine or engine_of(record.fingerprint or baseline.fingerprint)
+    fingerprint = record.fingerprint or baseline.fingerprint
+    return Facts(
+        engine=ran,
+        gpu=ran != "local" and has_gpu(fingerprint),
+        multi_gpu=ran == "sglang" and parallelism(record.server_args) > 1,
+        speculative=is_speculative(record) and not is_speculative(baseline),
+        flag=None if problem is None else problem.kind,
+    )
+
+
+def flag_problem(
+    record: RunRecord, *, rules: RuleSet, flags: FlagFacts | None, engine: str
+) -> FlagProblem:
+    """What the engine rejected in a bad-config failure, read from the line that names it."""
+    match = rules.classify(record.log_tail or "")
+    line = match.line if match is not None else ""
+    version = record.fingerprint.get("sglang") if engine == "sglang" else None
+    table = flags if isinstance(version, str) and _is_version(version) else None
+    if (found := _UNRECOGNIZED.search(line)) is not None:
+        return _unknown(found.group("rest"), line=line, table=table, version=version)
+    if (found := _ARGUMENT.search(line)) is not None and "not allowed with" not in line:
+        flag = found.group("flag").split("/")[0].strip()
+        return _bad_value(flag, found.group("message"), line=line, table=table, version=version)
+    if (match is not None and match.rule.name in CONFLICT_RULES) or "not allowed with" in line:
+        return FlagProblem("conflict", line=line)
+    return FlagProblem("other", line=line)
+
+
+def _unknown(
+    rest: str, *, line: str, table: FlagFacts | None, version: Any
+) -> FlagProblem:
+    tail = _TAIL.match(rest)
+    words, said = (tail.group("head"), tail.group("hint")) if tail else (rest, None)
+    unknown = [w for w in words.split() if w.startswith("-")]
+    flag = unknown[0] if unknown else None
+    if table is not None and flag is not None:
+        for each in unknown:
+            name = each.lstrip("-")
+            spelled = table.name_for(name, version)
+            if spelled != name:
+                return FlagProblem("renamed", line=line, flag=each, new_flag=f"--{spelled}",
+                                   hint=f"SGLang {version} spells it --{spelled}")
+            if (hint := table.hint(each, version)) is not None:
+                return FlagProblem("bounded", line=line, flag=each, hint=hint)
+    if said and _BOUNDED.search(said):
+        return FlagProblem("bounded", line=line, flag=flag, hint=said)
+    return FlagProblem("unknown", line=line, flag=flag, hint=said)
+
+
+def _bad_value(
+    flag: str, message: str, *, line: str, table: FlagFacts | None, version: Any
+) -> FlagProblem:
+    choice = _CHOICE.match(message)
+    bad_type = _BAD_TYPE.match(message)
+    value = choice.group("value") if choice else bad_type.group("value") if bad_type else None
+    said = choice.group("hint") if choice else None
+    plain = value.strip("'") if value is not None else None
+    if table is not None and plain is not None:
+        said = table.hint(flag, version, value=plain) or said
+    kind = "bounded" if said and _BOUNDED.search(said) else "value"
+    return FlagProblem(
+        kind, line=line, flag=flag, value=value,
+        choices=choice.group("choices") if choice else None, hint=said,
+    )
+
+
+def _is_version(text: str) -> bool:
+    return re.match(r"^\d+\.\d+\.\d+", text.strip()) is not None
