@@ -1,15 +1,18 @@
 """The command line's progress on stderr: approach, phase, repetition, elapsed time.
 
-On a terminal one line is redrawn in place; otherwise each change is a plain line.
+On a terminal one line is redrawn in place, and each finished bench pass (the warm-up, every
+repetition, with its value and unit) stays as a line of its own; otherwise each change is a
+plain line. The words are `jobs.core.progress`'s, the same as the chat thread's.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, TextIO
+from typing import TextIO
 
 from jobs.core.events import Event
+from jobs.core.progress import outcome_text, phase_text, started_text
 
 
 class ProgressBar:
@@ -24,8 +27,12 @@ class ProgressBar:
         line = self._describe(event)
         if line is None:
             return
+        # A finished bench pass (and a refused preflight) stays on a terminal: the other
+        # phases are redrawn in place by the next one.
         final = event["type"] in ("approach.finished", "batch.started", "batch.finished",
-                                  "batch.cancelled")
+                                  "batch.cancelled") or (
+            event["type"] == "approach.phase"
+            and (event.get("phase") == "result" or bool(event.get("error"))))
         self._write(line, final=final)
 
     def note(self, text: str) -> None:
@@ -56,31 +63,12 @@ class ProgressBar:
         if kind == "batch.started":
             return (f"batch {event['batch']} ({event.get('preset')}) started on "
                     f"{event.get('host')}: {len(event.get('approaches', []))} configurations, "
-                    f"{event.get('reps')} reps each")
+                    f"{started_text(event)}")
         if kind == "approach.phase":
-            where = f"{event['index']}/{event['of']} {event['approach']}"
-            phase = event["phase"]
-            if phase == "repetition":
-                return f"{where}: repetition {event.get('rep')} of {event.get('reps')}"
-            if event.get("error"):
-                return f"{where}: {phase} failed: {event['error']}"
-            return f"{where}: {phase}"
+            return f"{event['index']}/{event['of']} {event['approach']}: {phase_text(event)}"
         if kind == "approach.finished":
-            return f"{event['index']}/{event['of']} {event['approach']}: " + _outcome(event)
+            return f"{event['index']}/{event['of']} {event['approach']}: " + outcome_text(event)
         if kind in ("batch.finished", "batch.cancelled"):
             return f"batch {event['batch']} {event.get('state')}"
         return None
 
-
-def _outcome(event: dict[str, Any]) -> str:
-    verdict = event.get("verdict") or event.get("status")
-    value = event.get("value")
-    delta = event.get("delta_pct")
-    parts = [str(verdict)]
-    if value is not None:
-        parts.append(f"{value:.4g}")
-    if delta is not None:
-        parts.append(f"({delta:+.1f}%)")
-    if event.get("cause"):
-        parts.append(f"[{event['cause']}]")
-    return " ".join(parts)

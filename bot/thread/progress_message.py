@@ -1,17 +1,21 @@
 """The progress message of a batch's thread, edited in place: one row per approach, each as the
 latest event (or the stored run) left it, and the `Coalescer` that holds a thread's edits back to
 one round every `interval` seconds, so that intermediate states coalesce into the latest one.
+
+A running row says its phase and what its bench passes measured so far, with units (the words
+are `jobs.core.progress`'s): `rep 2/3 · warm-up 459 tok/s (not a sample) · reps: 879 tok/s`.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from bot.thread.messages import Message, render_message
 from jobs.core.events import Event
+from jobs.core.progress import outcome_text, phase_text, result_text, value_text
 from jobs.core.records import RunRecord
 
 VERDICT_ICONS = {"improved": "▲", "regressed": "▼", "unchanged": "=", "inconclusive": "?",
@@ -24,6 +28,24 @@ class ProgressRow:
     icon: str = "·"
     detail: str = "waiting"
     done: bool = False
+    warmup: str | None = None  # the warm-up's result, once it has one
+    samples: list[str] = field(default_factory=list)  # each repetition's value so far
+    current: str = ""  # the phase running now
+
+    def on_phase(self, event: Event) -> None:
+        """A running row after one `approach.phase` event: its phase, then what it measured."""
+        if event.get("phase") == "result":
+            if event.get("warmup"):
+                self.warmup = result_text(event)
+            else:
+                self.samples.append(value_text(event.get("value"), event.get("metric"))
+                                    if not event.get("why") else "no sample")
+        else:
+            self.current = phase_text(event)
+        measured = [self.warmup] if self.warmup else []
+        if self.samples:
+            measured.append("reps: " + ", ".join(self.samples))
+        self.icon, self.detail = "▶", " · ".join([self.current, *measured])
 
 
 @dataclass
@@ -56,12 +78,7 @@ class ProgressMessage:
             self.rows[str(event["approach"])] = ProgressRow(str(event["approach"]))
             return self.apply(event)
         elif kind == "approach.phase" and event.get("approach") in self.rows:
-            row = self.rows[event["approach"]]
-            phase = event.get("phase", "")
-            row.icon, row.detail = "▶", (
-                f"repetition {event.get('rep')} of {event.get('reps')}"
-                if phase == "repetition" else str(phase)
-            )
+            self.rows[event["approach"]].on_phase(event)
         elif kind == "approach.finished" and event.get("approach") in self.rows:
             self.rows[event["approach"]] = to_finished_row(event)
         else:
@@ -87,16 +104,10 @@ class ProgressMessage:
 
 
 def to_finished_row(event: Event) -> ProgressRow:
-    """An approach.finished event's row: its verdict, value, change and cause."""
+    """An approach.finished event's row: its verdict, value with its unit, change and cause."""
     verdict = event.get("verdict") or event.get("status") or "done"
-    detail = str(verdict)
-    if event.get("value") is not None:
-        detail += f" {event['value']:.4g}"
-    if event.get("delta_pct") is not None:
-        detail += f" ({event['delta_pct']:+.1f}%)"
-    if event.get("cause"):
-        detail += f" [{event['cause']}]"
-    return ProgressRow(str(event.get("approach")), VERDICT_ICONS.get(verdict, "✓"), detail, True)
+    return ProgressRow(str(event.get("approach")), VERDICT_ICONS.get(verdict, "✓"),
+                       outcome_text(event), True)
 
 
 def to_stored_row(record: RunRecord) -> ProgressRow:

@@ -110,7 +110,8 @@ def execute_batch(
     }
     sink.emit(make_event(
         "batch.started", batch_id, host=host, queue=row.queue, approaches=names,
-        reps=plan.reps, warnings=list(plan.warnings), preset=plan.preset, sweep=sweep_info,
+        reps=plan.reps, warmup=plan.warmup, metric=plan.metric, warnings=list(plan.warnings),
+        preset=plan.preset, sweep=sweep_info,
         confirms=plan.confirms,
     ))
     # The host probes (nvidia-smi, the SGLang interpreter) run while the first server starts.
@@ -223,8 +224,8 @@ def _phase_emitter(
 ) -> Callable[[str, dict[str, Any]], None]:
     def emit(phase: str, details: dict[str, Any]) -> None:
         extra = dict(details)
-        if phase == "repetition":
-            extra = {"rep": details.get("rep"), "reps": details.get("of")}
+        if "of" in extra:  # the engine's "of" counts repetitions; the event's, configurations
+            extra["reps"] = extra.pop("of")
         sink.emit(make_event(
             "approach.phase", batch_id, approach=approach, index=index + 1, of=of,
             phase=phase, **extra,
@@ -243,7 +244,7 @@ def _emit_finished(
     of: int,
 ) -> None:
     fields: dict[str, Any] = {"status": record.status, "verdict": None, "value": None,
-                              "delta_pct": None, "cause": None, "why": ""}
+                              "delta_pct": None, "cause": None, "why": "", "metric": plan.metric}
     if verdict is not None:
         fields.update(verdict=verdict.verdict, value=verdict.value, delta_pct=verdict.delta_pct,
                       cause=verdict.cause, why=verdict.why)

@@ -3,10 +3,14 @@
 An event is a flat JSON object: `{"type": ..., "batch": ..., "at": ISO time, ...}`. Types:
 
     batch.queued        queue, position (1 = next), preset, approaches (names)
-    batch.started       host, queue, approaches, reps, warnings
+    batch.started       host, queue, approaches, reps, warmup (bool), metric, warnings
     approach.phase      approach, index (1-based), of, phase (preflight | launching | ready |
-                        repetition | stopping), rep and reps for `repetition`
-    approach.finished   approach, index, of, status, verdict, value, delta_pct, cause, why
+                        warmup | repetition | result | stopping); reps for `warmup`; rep and
+                        reps for `repetition`; after each bench pass `result`: rep (0 for the
+                        warm-up), reps, metric, value (None without one), warmup (True for
+                        the warm-up, which is never a sample), why (a repetition no sample)
+    approach.finished   approach, index, of, status, verdict, value, delta_pct, cause, why,
+                        metric (the value's, for its unit)
     batch.finished      state (done | failed | refused), report (SPEC's report; None when
                         failed or refused), error (why, when failed or refused)
     batch.cancelled     report (the partial report)

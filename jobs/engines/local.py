@@ -223,7 +223,8 @@ def _handle(event: dict[str, Any], progress: _Progress, ctx: RunContext) -> None
         details: dict[str, Any] = {"rep": event.get("rep"), "of": ctx.plan.reps,
                                    "metric": ctx.plan.metric, "value": figures.get(ctx.plan.metric)}
         if event.get("warmup"):
-            counts = {k: event[k] for k in ("tokens", "seconds", "completed") if k in event}
+            counts: dict[str, Any] = {k: event[k] for k in ("tokens", "seconds", "completed")
+                                      if k in event}
             progress.warmup = {**figures, **counts}
             details["warmup"] = True
         else:

@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from jobs.core.errors import EngineError, UserError
 from jobs.core.plans import BatchPlan, RunConfig
@@ -143,11 +143,11 @@ def prompts_sent(bench: Mapping[str, Any]) -> int:
         return BENCH_DEFAULT_PROMPTS
 
 
-def _is_real(value: Any) -> bool:
+def _is_real(value: Any) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _is_count(value: Any) -> bool:
+def _is_count(value: Any) -> TypeGuard[int]:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -371,14 +371,14 @@ class _Run:
             self.ctx.on_phase("result", {"rep": rep, "of": plan.reps, "metric": plan.metric,
                                          "value": None, "why": entry["why"]})
             return None
-        for key, value in _numbers(result, plan.metric).items():
-            samples.setdefault(key, []).append(value)
-        value = result.get("accept_length")
-        if _is_real(value) and value > 0:
-            accept.append(float(value))
-            entry["accept_length"] = float(value)
+        figures = _numbers(result, plan.metric)
+        for key, figure in figures.items():
+            samples.setdefault(key, []).append(figure)
+        if _is_real(length := result.get("accept_length")) and length > 0:
+            accept.append(float(length))
+            entry["accept_length"] = float(length)
         self.ctx.on_phase("result", {"rep": rep, "of": plan.reps, "metric": plan.metric,
-                                     "value": _numbers(result, plan.metric).get(plan.metric)})
+                                     "value": figures.get(plan.metric)})
         return None
 
     def _record_warmup(self, result: dict[str, Any], *, seed: int, sent: int) -> None:

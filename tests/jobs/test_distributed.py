@@ -257,8 +257,8 @@ def test_a_batch_runs_through_the_queue_and_a_duplicate_starts_nothing(
     assert kinds[1] == "batch.started" and kinds[-1] == "batch.finished"
     assert kinds.count("batch.queued") == 1 and kinds.count("batch.started") == 1
     phases = [(e["index"], e["phase"]) for e in events if e["type"] == "approach.phase"]
-    assert phases[:5] == [(1, "preflight"), (1, "launching"), (1, "ready"), (1, "repetition"),
-                          (1, "stopping")]
+    assert phases[:8] == [(1, "preflight"), (1, "launching"), (1, "ready"), (1, "warmup"),
+                          (1, "result"), (1, "repetition"), (1, "result"), (1, "stopping")]
     store = Store(using.database)
     assert store.get_batch(first.batch.id).state == "done"  # type: ignore[union-attr]
     assert [r.approach for r in store.records(first.batch.id)] == ["baseline", "second", "third"]

@@ -64,7 +64,8 @@ def test_a_batch_runs_with_its_events_in_order(
     finished = [e["approach"] for e in events if e["type"] == "approach.finished"]
     assert finished == ["baseline", "second", "third"]
     phases = [e["phase"] for e in events if e["type"] == "approach.phase" and e["index"] == 1]
-    assert phases == ["preflight", "launching", "ready", "repetition", "stopping"]
+    assert phases == ["preflight", "launching", "ready", "warmup", "result", "repetition",
+                      "result", "stopping"]
     assert events[-1]["report"]["results"][0]["verdict"] == "improved"
     standin.assert_clean()
 

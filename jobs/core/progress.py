@@ -1,0 +1,68 @@
+"""Progress in words: what an `approach.phase` or `approach.finished` event says, with units.
+
+The command line's progress line and the chat thread's progress message say the same thing
+from the same event: `warm-up 459 tok/s (not a sample)`, `rep 1/3: 879 tok/s`,
+`improved 951 tok/s (+9.1%)`. Units come from `jobs.core.units`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from jobs.core.events import Event
+from jobs.core.units import with_unit
+
+NOT_A_SAMPLE = "(not a sample)"
+
+
+def value_text(value: Any, metric: str | None) -> str:
+    """A measured value, four significant digits, with its metric's unit: '879.3 tok/s'."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return "no value"
+    return with_unit(f"{value:.4g}", metric or "")
+
+
+def phase_text(event: Event) -> str:
+    """An `approach.phase` event as a few words (without the approach's name)."""
+    phase = str(event.get("phase", ""))
+    if event.get("error"):
+        return f"{phase} failed: {event['error']}"
+    if phase == "warmup":
+        return f"warm-up {NOT_A_SAMPLE}"
+    if phase == "repetition":
+        return f"rep {event.get('rep')}/{event.get('reps')}"
+    if phase == "result":
+        return result_text(event)
+    return phase
+
+
+def result_text(event: Event) -> str:
+    """A finished bench pass: the warm-up's value (never a sample) or a repetition's."""
+    metric = event.get("metric")
+    if event.get("warmup"):
+        return f"warm-up {value_text(event.get('value'), metric)} {NOT_A_SAMPLE}"
+    where = f"rep {event.get('rep')}/{event.get('reps')}"
+    if event.get("why"):
+        return f"{where}: no sample ({event['why']})"
+    return f"{where}: {value_text(event.get('value'), metric)}"
+
+
+def outcome_text(event: Event) -> str:
+    """An `approach.finished` event: verdict (or status), value with its unit, change, cause."""
+    verdict = event.get("verdict") or event.get("status") or "done"
+    parts = [str(verdict)]
+    if event.get("value") is not None:
+        parts.append(value_text(event["value"], event.get("metric")))
+    if event.get("delta_pct") is not None:
+        parts.append(f"({event['delta_pct']:+.1f}%)")
+    if event.get("cause"):
+        parts.append(f"[{event['cause']}]")
+    return " ".join(parts)
+
+
+def started_text(event: Event) -> str:
+    """A `batch.started` event's repetitions: '3 reps each after a warm-up'."""
+    reps = event.get("reps")
+    if event.get("warmup") is None:  # an event from a worker older than the warm-up
+        return f"{reps} reps each"
+    return f"{reps} reps each " + ("after a warm-up" if event["warmup"] else "(no warm-up)")
