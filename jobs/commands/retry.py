@@ -1,5 +1,6 @@
 """`retry BATCH APPROACH[,APPROACH...]`: approaches of a stored batch run again, with its
-baseline, under the batch's own overrides (plus any new `--set`)."""
+baseline and the parents they extend (transitively: a sweep's point, the sweep's `extends`),
+under the batch's own overrides (plus any new `--set`), so that `vs_parent` is judged again."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from jobs.batches.planning import plan_batch
 from jobs.commands.context import Context
 from jobs.commands.run import Started, check_flags_if_here, check_reps, submit
 from jobs.core.errors import UserError, did_you_mean
-from jobs.core.plans import only, parse_sets
+from jobs.core.plans import BatchPlan, only, parse_sets
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,22 @@ def retry(ctx: Context, args: RetryArgs, *, idempotency_key: str | None = None) 
     overrides = {**old.overrides, **parse_sets(list(args.sets))}
     planned = plan_batch(row.preset, overrides=overrides, reps=args.reps or old.reps,
                          queue=row.queue)
-    planned = dataclasses.replace(only(planned, names), rerun_known=args.rerun_known)
+    planned = dataclasses.replace(only(planned, with_parents(planned, names)),
+                                  rerun_known=args.rerun_known)
     check_flags_if_here(ctx, planned)
     return submit(ctx, planned, idempotency_key=idempotency_key)
+
+
+def with_parents(plan: BatchPlan, names: Sequence[str]) -> list[str]:
+    """The named approaches and every approach they extend, parents first, each once."""
+    parents = {c.approach: c.parent for c in (*plan.configs, *plan.points)}
+    out: list[str] = []
+    for name in names:
+        chain = [name]
+        while (parent := parents.get(chain[-1])) is not None and parent not in chain:
+            chain.append(parent)
+        out += [n for n in reversed(chain) if n not in out and n != "baseline"]
+    return out
 
 
 def rejoin(names: Sequence[str], known: Sequence[str]) -> list[str]:
