@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from jobs.batches.dispatch import Submitted
 from jobs.batches.planning import check_flags, plan_batch
+from jobs.batches.values import check_values
 from jobs.commands.context import Context
 from jobs.core.errors import UserError
 from jobs.core.plans import BatchPlan, parse_sets
@@ -48,7 +49,8 @@ class Started:
 def plan(ctx: Context, args: RunArgs) -> BatchPlan:
     """The checked plan of `run` (bad input raises UserError: exit 2, nothing stored).
 
-    The preset and its knobs are checked here, wherever the command runs. The engine's flags
+    The preset and its knobs are checked here, wherever the command runs, and so is every value
+    against the engine's flag types (`jobs.batches.values`). The engine's flags
     are checked where the engine is: here in embedded mode, where this process is the worker;
     in distributed mode by the worker that takes the batch (`execute_batch`), since this host
     may have no SGLang at all (SPEC.md "Real SGLang")."""
@@ -61,7 +63,7 @@ def plan(ctx: Context, args: RunArgs) -> BatchPlan:
     )
     if args.rerun_known:
         planned = dataclasses.replace(planned, rerun_known=True)
-    check_flags_if_here(ctx, planned)
+    check_flags_if_here(ctx, planned, sets=args.sets)
     return planned
 
 
@@ -77,8 +79,12 @@ def submit(ctx: Context, planned: BatchPlan, *, idempotency_key: str | None = No
     return Started(submitted=submitted, plan=planned, warnings=planned.warnings)
 
 
-def check_flags_if_here(ctx: Context, planned: BatchPlan) -> None:
-    """Preflight now when this process runs the batch (embedded); a worker does it otherwise."""
+def check_flags_if_here(ctx: Context, planned: BatchPlan, *, sets: Sequence[str] = ()) -> None:
+    """Every value against the engine's flag types, wherever this runs (the types ship with
+    specbench: a bot's host without SGLang checks them too); then preflight now when this
+    process runs the batch (embedded), a worker does it otherwise. `sets`: the raw `--set`
+    strings, for the message."""
+    check_values(planned, sets=sets)
     if ctx.dispatcher.mode == "embedded":
         check_flags(planned, ctx.engine(planned.engine))
 

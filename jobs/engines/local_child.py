@@ -66,13 +66,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def knob_flags(group: str) -> list[str]:
-    """The long flags of one argument group ("server" or "bench")."""
+def knob_actions(group: str) -> list[argparse.Action]:
+    """The argparse actions of one argument group ("server" or "bench"): the one declaration
+    of the knobs, their types and choices, that the child parses and the engine checks."""
     parser = build_parser()
     for found in parser._action_groups:  # argparse keeps groups private; no public accessor
         if found.title == group:
-            return [s for a in found._group_actions for s in a.option_strings]
+            return list(found._group_actions)
     return []
+
+
+def knob_flags(group: str) -> list[str]:
+    """The long flags of one argument group ("server" or "bench")."""
+    return [s for a in knob_actions(group) for s in a.option_strings]
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -1,0 +1,71 @@
+"""Every value of a plan checked against its engine's flag types before the batch is stored.
+
+`--set`, the resolved baseline, every approach, the sweep's grid and the bench: a value the
+engine's argparse would refuse (`threads=abc`, `seed=` with nothing, 2.5 for an integer, a
+value outside the choices) is bad input, exit 2, nothing stored. The types are the engine's
+own (`jobs.engines.flag_types`), so this runs on the bot's host too, where SGLang is not; the
+worker's preflight checks flags and choices again against the installed release.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from jobs.core.errors import KnobError, PresetError
+from jobs.core.plans import BatchPlan
+from jobs.core.sweeps import ENV_KNOB
+from jobs.engines.flag_types import TypeTable, table_for
+
+
+def check_values(plan: BatchPlan, *, sets: Sequence[str] = ()) -> None:
+    """Raise KnobError (a `--set`) or PresetError (the preset's own values) for the first value
+    the plan's engine would refuse; `sets` are the raw `KNOB=VALUE` strings, for the message."""
+    table = table_for(plan.engine)
+    if table is None:
+        return
+    raw = {item.partition("=")[0].strip(): item for item in sets}
+    for knob, value in plan.overrides.items():
+        found = _refusal(table, knob, value, env=plan.baseline.env, override=True)
+        if found is not None:
+            given = raw.get(knob) or f"{knob}={'' if value is None else value}"
+            raise KnobError(f"--set {given}: {found}")
+    where = f"preset {plan.preset!r}"
+    for config in plan.configs:
+        for key, value in config.server_args.items():
+            found = _refusal(table, key, value, env=config.env)
+            if found is not None:
+                what = "baseline" if config.role == "baseline" else f"approach {config.approach!r}"
+                raise PresetError(f"{where}, {what}: {found}")
+    if plan.sweep is not None:
+        for key, values in plan.sweep.grid.items():
+            for value in values:
+                found = None if ENV_KNOB.match(key) else _refusal(table, key, value, env={})
+                if found is not None:
+                    raise PresetError(f"{where}, sweep {plan.sweep.name!r}: {found}")
+    for config in plan.points:
+        for key, value in config.server_args.items():
+            found = _refusal(table, key, value, env=config.env)
+            if found is not None:
+                raise PresetError(f"{where}, sweep point {config.approach!r}: {found}")
+    for key, value in plan.bench.items():
+        flag_type = table.lookup(key, bench=True)
+        found = None if flag_type is None else flag_type.refusal(key, value, engine=table.engine)
+        if found is not None:
+            raise PresetError(f"{where}, bench: {found}")
+
+
+def _refusal(
+    table: TypeTable, key: str, value: Any, *, env: dict[str, str], override: bool = False
+) -> str | None:
+    """Why `key: value` is refused, or None (an env variable or a flag the table does not know
+    is not its business: preflight refuses unknown flags)."""
+    if key in env or key.isupper():
+        return None
+    flag_type = table.lookup(key)
+    if flag_type is None:
+        return None
+    if override and flag_type.kind != "switch" and (value is None or value is False):
+        # `--set seed=null` (or false) would silently drop the flag: a number is needed
+        return flag_type.refusal(key, "" if value is None else value, engine=table.engine)
+    return flag_type.refusal(key, value, engine=table.engine)

@@ -1,0 +1,229 @@
+"""The value each engine flag takes, and the check of a plan's values before anything is stored.
+
+SGLang's types come from config/sglang_flag_types.yaml, read from the real releases' parsers by
+scripts/sglang_flag_types.py, so the check needs no SGLang on this host (the bot's has none;
+the worker's preflight checks again against the installed release). The local engine's come
+from its child's own argparse declaration (`local_child.knob_actions`). A value is refused the
+way the engine's argparse would refuse it (`int("abc")`, a float where an int is needed, a
+value outside the choices, a value given to a switch), before a GPU is touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from jobs import settings
+from jobs.core.errors import PresetError
+from jobs.engines.flags import to_flag
+
+FILE = "sglang_flag_types.yaml"
+KINDS = ("int", "float", "human_readable_int", "json", "str", "opaque", "switch")
+_WANTS = {
+    "int": "an integer",
+    "float": "a number",
+    "human_readable_int": "an integer (or 4k, 1M, 1Ki...)",
+    "json": "JSON",
+    "str": "a value",
+    "opaque": "a value",
+}
+# SGLang's human_readable_int (0.5.23 srt/utils/common.py:3394): SI suffixes take decimals.
+_HUMAN_INT = re.compile(r"\d+(?:\.\d+)?(?:k|M|G|T)|\d+(?:Ki|Mi|Gi|Ti)")
+
+
+@dataclass(frozen=True)
+class FlagType:
+    """What one flag takes: `kind` (KINDS), a list when `nargs` is '+' or '*' (the bare flag
+    too when it is '?'), and `choices`."""
+
+    flag: str  # no leading dashes
+    kind: str
+    nargs: str | None = None
+    choices: tuple[Any, ...] | None = None
+    source: str = ""
+
+    def problem(self, value: Any) -> tuple[str, str] | None:
+        """(what the flag takes, what it got) when the engine would refuse `value`, else None:
+        ("takes an integer", "'abc'")."""
+        if self.kind == "switch":
+            if value is None or isinstance(value, bool):
+                return None
+            return "is a switch, true or false", shown(value)
+        if self.nargs == "?" and value is True:
+            return None  # the bare flag: argparse takes its const
+        if isinstance(value, list | tuple):
+            if self.nargs not in ("+", "*"):
+                return "takes one value", f"a list {shown(value)}"
+            if not value and self.nargs == "+":
+                return "takes one value or more", "an empty list"
+            items: list[Any] = list(value)
+        else:
+            items = [value]
+        for item in items:
+            blank = isinstance(item, bool) or item is None or item == "" and self.kind != "str"
+            if blank or not _fits(self.kind, item):
+                return f"takes {_WANTS[self.kind]}", shown(item)
+            if self.choices is not None and str(item) not in {str(c) for c in self.choices}:
+                return f"takes one of {', '.join(str(c) for c in self.choices)}", shown(item)
+        return None
+
+    def refusal(self, key: str, value: Any, *, engine: str) -> str | None:
+        """`threads takes an integer (local engine), got 'abc'`, or None when it fits."""
+        found = self.problem(value)
+        if found is None:
+            return None
+        what, got = found
+        return f"{to_flag(key)[2:]} {what} ({engine}), got {got}"
+
+
+def _fits(kind: str, item: Any) -> bool:
+    """Whether argparse's `type=` of that kind takes `str(item)`, as the engine's argv has it."""
+    if kind in ("str", "opaque"):
+        return True
+    if kind == "int":
+        return isinstance(item, int) or isinstance(item, str) and _parses(int, item)
+    if kind == "float":
+        if isinstance(item, int | float):
+            return math.isfinite(item)
+        return isinstance(item, str) and _parses(float, item)
+    if kind == "human_readable_int":
+        if isinstance(item, int):
+            return True
+        text = str(item).strip() if isinstance(item, str) else ""
+        return bool(_HUMAN_INT.fullmatch(text)) or _parses(int, text)
+    if kind == "json":
+        return isinstance(item, int | float) or isinstance(item, str) and _parses(json.loads, item)
+    return False
+
+
+def _parses(parse: Any, text: str) -> bool:
+    try:
+        parse(text)
+    except ValueError:
+        return False
+    return True
+
+
+def shown(value: Any) -> str:
+    """A value as the user wrote it: 'abc', 2.5, true, nothing."""
+    if value is None or value == "":
+        return "nothing"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(shown(v) for v in value) + "]"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+# ------------------------------------------------------------------ the engines' tables
+
+
+@dataclass(frozen=True)
+class TypeTable:
+    """One engine's flag types by name (aliases too), and how messages name the engine."""
+
+    engine: str  # "local engine", "SGLang"
+    server: Mapping[str, FlagType]
+    bench: Mapping[str, FlagType]
+
+    def lookup(self, key: str, *, bench: bool = False) -> FlagType | None:
+        return (self.bench if bench else self.server).get(to_flag(key)[2:])
+
+
+def from_action(action: argparse.Action) -> Iterator[tuple[str, FlagType]]:
+    """A local engine argparse action as (name, FlagType) for each of its long options."""
+    if action.nargs == 0:
+        kind = "switch"
+    else:
+        kinds: dict[object, str] = {int: "int", float: "float", None: "str", str: "str"}
+        kind = kinds.get(action.type, "opaque")
+    nargs = action.nargs if action.nargs in ("?", "+", "*") else None
+    choices = tuple(action.choices) if action.choices is not None else None
+    for option in action.option_strings:
+        if option.startswith("--"):
+            name = option[2:]
+            yield name, FlagType(flag=name, kind=kind, nargs=nargs, choices=choices,
+                                 source="jobs/engines/local_child.py build_parser")
+
+
+@functools.lru_cache(maxsize=1)
+def local_table() -> TypeTable:
+    from jobs.engines import local_child
+
+    return TypeTable(
+        engine="local engine",
+        server=dict(kv for a in local_child.knob_actions("server") for kv in from_action(a)),
+        bench=dict(kv for a in local_child.knob_actions("bench") for kv in from_action(a)),
+    )
+
+
+def table_for(engine: str) -> TypeTable | None:
+    """The type table of an engine by name, None for an engine without one."""
+    if engine == "local":
+        return local_table()
+    if engine == "sglang":
+        return sglang_table()
+    return None
+
+
+def sglang_table(path: Path | None = None) -> TypeTable:
+    """The shipped SGLang table (or the config folder's own copy, as with sglang_flags.yaml)."""
+    target = path or settings.config_dir() / FILE
+    if path is None and not target.is_file():
+        target = _shipped_file()
+    resolved = target.resolve()
+    try:
+        stat = resolved.stat()
+    except OSError as exc:
+        why = exc.strerror
+        raise PresetError(f"{resolved}: cannot read the SGLang flag types: {why}") from None
+    return _load_cached(resolved, stat.st_mtime_ns, stat.st_size)
+
+
+def _shipped_file() -> Path:
+    package = Path(settings.__file__).resolve().parent
+    inside = package / "_shipped" / "config" / FILE
+    return inside if inside.is_file() else package.parent / "config" / FILE
+
+
+@functools.lru_cache(maxsize=4)
+def _load_cached(path: Path, mtime_ns: int, size: int) -> TypeTable:
+    return parse_types(path.read_text(encoding="utf-8"), source=str(path))
+
+
+def parse_types(text: str, *, source: str = FILE) -> TypeTable:
+    """Validate a flag type table; any problem is a one-line PresetError naming the flag."""
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        raise PresetError(f"{source}: invalid YAML: {exc}") from None
+    flags = data.get("flags") if isinstance(data, dict) else None
+    if not isinstance(flags, dict):
+        raise PresetError(f"{source}: expected a mapping with 'releases' and 'flags'")
+    server: dict[str, FlagType] = {}
+    for name, item in flags.items():
+        where = f"{source}: flag {name!r}"
+        if not isinstance(item, dict) or item.get("type") not in KINDS:
+            raise PresetError(f"{where}: needs a type, one of {', '.join(KINDS)}")
+        nargs = item.get("nargs")
+        if nargs not in (None, "?", "+", "*"):
+            raise PresetError(f"{where}: nargs must be '?', '+' or '*', got {nargs!r}")
+        choices = item.get("choices")
+        if choices is not None and not isinstance(choices, list):
+            raise PresetError(f"{where}: choices must be a list")
+        flag_type = FlagType(
+            flag=str(name), kind=item["type"], nargs=nargs,
+            choices=None if choices is None else tuple(choices), source=str(item.get("source", "")),
+        )
+        for alias in [name, *(item.get("aliases") or [])]:
+            server[str(alias)] = flag_type
+    return TypeTable(engine="SGLang", server=server, bench={})
