@@ -19,11 +19,13 @@ from jobs import settings
 from jobs.batches.execution import execute_batch
 from jobs.batches.planning import submit
 from jobs.core.errors import UserError
+from jobs.core.estimates import Estimate, PastRun, estimate, last_end, to_past_run
 from jobs.core.events import Event, LocalChannel, make_event
 from jobs.core.plans import BatchPlan
 from jobs.store import TERMINAL_STATES, BatchRow, Store
 
 log = logging.getLogger(__name__)
+HISTORY_BATCHES = 20  # a preset's finished batches its estimates are drawn from, newest
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,10 @@ class Submitted:
 class QueueEntry:
     batch: BatchRow
     position: int  # 0: running; 1: next; ...
-    eta_s: float | None  # estimated seconds until it ends, from past durations
+    eta_s: float | None  # estimated seconds until it ends, from past durations; None: unknown
+    # Seconds the configuration running now (or, for a queued batch, the one it waits behind)
+    # is past its estimate: `eta_s` then counts only what comes after it, a lower bound.
+    overdue_s: float | None = None
 
 
 class Subscription(Protocol):
@@ -101,46 +106,53 @@ def request_cancel(store: Store, batch_id: str) -> BatchRow:
 
 
 def queue_entries(store: Store, rows: list[BatchRow]) -> dict[str, list[QueueEntry]]:
-    """Running and queued batches per queue, with positions and estimates from the past."""
+    """Running and queued batches per queue, with positions and estimates from the past
+    (`jobs.core.estimates`: per configuration, from the same preset's earlier runs)."""
     by_queue: dict[str, list[BatchRow]] = {}
     for row in rows:
         by_queue.setdefault(row.queue, []).append(row)
-    typical = typical_durations(store)
+    histories = past_runs(store, {row.preset for row in rows})
     out: dict[str, list[QueueEntry]] = {}
     for name, members in by_queue.items():
         members.sort(key=lambda r: (r.state != "running", r.created_at))
-        elapsed_ahead = 0.0
-        known = True
+        ahead: float | None = 0.0
+        late: float | None = None  # the overdue of a batch ahead
         entries = []
         for position, row in enumerate(members):
-            guess = typical.get(row.preset)
-            if guess is None:
-                known = False
-            running_for = 0.0
-            if row.state == "running" and row.started_at is not None:
-                running_for = (settings.utcnow() - row.started_at).total_seconds()
-            left = max((guess or 0.0) - running_for, 0.0)
-            elapsed_ahead += left
+            left = batch_estimate(store, row, histories.get(row.preset, []))
+            if ahead is not None and left is not None:
+                ahead += left.left_s
+                late = left.overdue_s if late is None else late
+            else:
+                ahead = None
             offset = 0 if members[0].state == "running" else 1
-            entries.append(QueueEntry(
-                batch=row, position=position + offset,
-                eta_s=elapsed_ahead if known else None,
-            ))
+            entries.append(QueueEntry(batch=row, position=position + offset, eta_s=ahead,
+                                      overdue_s=late if ahead is not None else None))
         out[name] = entries
     return out
 
 
-def typical_durations(store: Store) -> dict[str, float]:
-    """The median duration of each preset's finished batches (the last 20 of each)."""
-    import statistics
+def batch_estimate(store: Store, row: BatchRow, history: list[PastRun]) -> Estimate | None:
+    """What is left of one running or queued batch, from its preset's history."""
+    if row.state != "running":
+        return estimate(row.plan, history)
+    records = store.records(row.id)
+    starts = [t for t in (row.started_at, last_end(records)) if t is not None]
+    running_s = max((settings.utcnow() - max(starts)).total_seconds(), 0.0) if starts else 0.0
+    return estimate(row.plan, history, ended=len(records), running_s=running_s)
 
-    durations: dict[str, list[float]] = {}
+
+def past_runs(store: Store, presets: set[str]) -> dict[str, list[PastRun]]:
+    """Each preset's configuration runs in its last HISTORY_BATCHES finished batches."""
+    done: dict[str, list[BatchRow]] = {}
     for row in store.list_batches(states=("done",)):
-        if row.started_at and row.finished_at:
-            durations.setdefault(row.preset, []).append(
-                (row.finished_at - row.started_at).total_seconds()
-            )
-    return {k: statistics.median(v[-20:]) for k, v in durations.items() if v}
+        if row.preset in presets:
+            done.setdefault(row.preset, []).append(row)
+    return {
+        preset: [run for row in rows[-HISTORY_BATCHES:] for record in store.records(row.id)
+                 if (run := to_past_run(record)) is not None]
+        for preset, rows in done.items()
+    }
 
 
 class _LocalSubscription:

@@ -1,4 +1,8 @@
-"""`status`: running and queued batches per queue, with positions, estimates and live workers."""
+"""`status`: running and queued batches per queue, with positions, estimates and live workers.
+
+`eta_s` is null when the preset has no history to estimate from; `overdue_s` is set when the
+configuration running now (or one a queued batch waits behind) is past its estimate, and then
+`eta_s` counts only what comes after it."""
 
 from __future__ import annotations
 
@@ -29,6 +33,7 @@ def _entry(entry: QueueEntry) -> dict[str, Any]:
     return {
         "batch": row.id, "preset": row.preset, "state": row.state, "position": entry.position,
         "eta_s": None if entry.eta_s is None else round(entry.eta_s, 1),
+        "overdue_s": None if entry.overdue_s is None else round(entry.overdue_s, 1),
         "requested_by": row.requested_by, "host": row.host,
         "created_at": row.created_at.isoformat(),
         "started_at": row.started_at.isoformat() if row.started_at else None,
