@@ -21,6 +21,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs.core.deltas import change_pct, is_better
+from jobs.core.units import with_unit
 
 Scalar = str | int | float | bool | None
 
@@ -224,10 +225,11 @@ def confirmed_steps(
                                f"{confirmation['delta_pct']:+.1f}% on {metric}, "
                                f"{sweep.confirm_reps} repetitions each"})
         elif step["kind"] == "accept" and not holds:
-            shown = "no measurement" if base_value is None else f"{base_value:.4g} {metric}"
+            if base_value is None:  # accept names a measured configuration, or is left out
+                continue
+            shown = with_unit(f"{base_value:.4g}", metric)
             out.append({**step, "approach": "baseline",
-                        "action": f"Accept baseline ({shown}) as the best configuration for "
-                                  "this hardware",
+                        "action": f"Keep baseline ({shown}) until a next step beats it",
                         "why": f"the sweep's best point ({knobs}) did not hold up in its "
                                "confirmation"})
         elif step["kind"] == "accept":
