@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from jobs.core.errors import PresetError, UserError
-from jobs.core.plans import resolve
+from jobs.core.plans import resolve, to_plan
 from jobs.core.presets import find_preset, load_all, load_preset, parse_preset, preset_names
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric, judge
@@ -56,6 +56,22 @@ def test_every_shipped_preset_loads_and_resolves() -> None:
         assert plan.baseline.role == "baseline"
         assert [c.approach for c in plan.approaches] == [a.name for a in preset.approaches]
         json.dumps(plan.to_dict())  # plans travel as JSON
+
+
+def test_warmup_is_on_by_default_off_with_false_and_travels_in_the_plan() -> None:
+    assert "warmup" not in GOOD
+    on = parse_preset(GOOD, source="cfg/p.yaml", stem="p")
+    assert on.warmup is True and resolve(on).warmup is True
+    off = parse_preset(GOOD + "warmup: false\n", source="cfg/p.yaml", stem="p")
+    plan = resolve(off, reps=5)
+    assert off.warmup is False and plan.warmup is False and plan.reps == 5
+    assert to_plan(json.loads(json.dumps(plan.to_dict()))).warmup is False  # store, broker
+    assert all(p.warmup for p in load_all()), "every shipped preset warms up"
+
+
+def test_a_warmup_that_is_not_true_or_false_names_the_key() -> None:
+    message = _error(GOOD + "warmup: often\n")
+    assert "key 'warmup'" in message and "valid boolean" in message
 
 
 def test_eagle3_has_no_confound_and_matches_the_seed_session() -> None:
