@@ -4,9 +4,8 @@ runs' (batch_id, approach) key) instead of every batch with every record decoded
 
 One read still covers the whole history, by the digest's own definition: the best configuration
 per preset and hardware is the judged result with the largest delta ever, and its "previous"
-the best before the window. `judged_before` has the database expand the earlier reports'
-results (SQLite json_each, PostgreSQL jsonb_array_elements), keep the judged ones and join
-each to its run's hardware column; one winner per preset and hardware is kept here.
+the best before the window. `judged_before` scans the runs' narrow judged columns (written with
+each report) and keeps one winner per preset and hardware.
 
 Module-level functions take the store; `DigestQueries` mixes the same into `Store`.
 """
@@ -19,12 +18,10 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import and_, func, select, true
-from sqlalchemy import cast as sql_cast
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy import and_, func, select
 
 from jobs.core.digest import STEP_LOOKBACK
-from jobs.core.digest_memory import CONCLUSIVE, Judged, Memory
+from jobs.core.digest_memory import Judged, Memory
 from jobs.core.memory import known_from
 from jobs.core.records import RunRecord, to_record
 from jobs.store.database import Database, json_path
@@ -130,69 +127,37 @@ def recent_reports(store: Database, *, now: dt.datetime,
 
 
 def judged_before(store: Database, *, since: dt.datetime) -> list[Judged]:
-    """Per (preset, hardware), the judged result with the largest delta among the reports of
-    the batches created before `since` (the best configuration's "previous"), chosen as
-    `best_configurations` would over all of them. The database expands each report's results
-    and keeps the judged ones; the hardware is the run's narrow column (0005_run_values); a
-    record is never decoded, and a plan only for a sweep batch's candidate (its points do not
-    count)."""
-    dialect = store._engine.dialect.name
-    if dialect == "postgresql":
-        items = func.jsonb_array_elements(
-            func.coalesce(sql_cast(Batch.report, JSONB)["results"], sql_cast("[]", JSONB))
-        ).table_valued("value").render_derived(name="item")
-
-        def field(name: str) -> Any:
-            return func.jsonb_extract_path_text(items.c.value, name)
-    else:
-        items = func.json_each(Batch.report, "$.results").table_valued("value").alias("item")
-
-        def field(name: str) -> Any:
-            return func.json_extract(items.c.value, f"$.{name}")
-    approach, verdict, delta = field("approach"), field("verdict"), field("delta_pct")
-    metric = json_path(Batch.plan, ("metric",), dialect=dialect)
-    sweep = json_path(Batch.report, ("sweep", "name"), dialect=dialect)
+    """Per (preset, hardware), the judged result with the largest delta among the batches
+    created before `since` (the best configuration's "previous"), chosen as
+    `best_configurations` would over all of them (the earlier holds a tie). It reads the runs'
+    narrow `judged_delta`, `verdict`, `value` and `hardware` columns (written with each report,
+    0006_run_verdicts), never a report or a record; the winners' metric and time come last."""
     query = (
-        select(Batch.id, Batch.preset, metric, approach, verdict, delta, field("value"),
-               Run.hardware, sweep)
-        .select_from(Batch)
-        .join(items, true())
-        .join(Run, and_(Run.batch_id == Batch.id, Run.approach == approach))
-        .where(Batch.created_at < since, Batch.report.is_not(None),
-               verdict.in_(CONCLUSIVE), delta.is_not(None))
+        select(Batch.id, Batch.preset, Run.approach, Run.verdict, Run.judged_delta, Run.value,
+               Run.hardware)
+        .join(Run, Run.batch_id == Batch.id)
+        .where(Batch.created_at < since, Run.judged_delta.is_not(None))
         .order_by(Batch.created_at, Batch.id, Run.position, Run.id)
     )
     with store._read() as session:
         found = session.execute(query).all()
     best: dict[tuple[str, str], Judged] = {}
-    points: dict[str, frozenset[str]] = {}
-    for batch_id, preset, name, who, said, change, value, hardware, swept in found:
-        key, moved = (preset, str(hardware)), float(change)
-        held = best.get(key)
-        if held is not None and moved <= held.delta_pct:
-            continue
-        if swept is not None and who in _points(store, batch_id, points):
-            continue
-        best[key] = Judged(preset=preset, hardware=key[1], approach=str(who), batch=batch_id,
-                           metric=str(name), verdict=str(said), delta_pct=moved,
-                           value=None if value is None else float(value), created_at=since)
-    # Decoding a datetime costs more than the rest of a row: only the winners' are read.
-    query_at = select(Batch.id, Batch.created_at).where(
+    for batch_id, preset, approach, verdict, delta, value, hardware in found:
+        key, held = (preset, str(hardware)), best.get((preset, str(hardware)))
+        if delta is not None and (held is None or delta > held.delta_pct):
+            best[key] = Judged(preset=preset, hardware=key[1], approach=approach,
+                               batch=batch_id, metric="", verdict=str(verdict),
+                               delta_pct=float(delta),
+                               value=None if value is None else float(value), created_at=since)
+    # Decoding a datetime (and a plan's metric) costs more than the rest of a row: only the
+    # winners' are read.
+    metric = json_path(Batch.plan, ("metric",), dialect=store._engine.dialect.name)
+    query_at = select(Batch.id, Batch.created_at, metric).where(
         Batch.id.in_(sorted({m.batch for m in best.values()})))
     with store._read() as session:
-        created = dict(session.execute(query_at).all())
-    return sorted((dataclasses.replace(m, created_at=created[m.batch]) for m in best.values()),
-                  key=lambda m: m.created_at)
-
-
-def _points(store: Database, batch_id: str, cache: dict[str, frozenset[str]]) -> frozenset[str]:
-    """A sweep batch's points, read from its plan once."""
-    if batch_id not in cache:
-        with store._read() as session:
-            plan = session.scalar(select(Batch.plan).where(Batch.id == batch_id))
-        cache[batch_id] = frozenset(
-            str(p.get("approach")) for p in (json.loads(plan or "{}").get("points") or ()))
-    return cache[batch_id]
+        about = {b: (at, str(name)) for b, at, name in session.execute(query_at).all()}
+    return sorted((dataclasses.replace(m, created_at=about[m.batch][0], metric=about[m.batch][1])
+                   for m in best.values()), key=lambda m: m.created_at)
 
 
 def origins(store: Database, records: Sequence[RunRecord]) -> dict[tuple[str, str], RunRecord]:

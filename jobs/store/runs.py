@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import select
+from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
-from jobs.core.digest_memory import hardware
+from jobs.core.digest_memory import hardware, judged_results
 from jobs.core.memory import config_key, stack_key
 from jobs.core.records import RunRecord, to_record
 from jobs.core.verdicts import median
@@ -82,6 +82,44 @@ class Runs(Database):
             rows = session.execute(query).all()
         return [to_record(json.loads(data), where=f"{batch}/{name}") for batch, name, data in rows]
 
+
+    def put_verdicts(self, batch_id: str, report: dict[str, Any]) -> None:
+        """The report's judgement on the batch's runs (the digest's columns): each run's
+        verdict, and its delta_pct when it counts as judged (`judged_results`; a sweep's
+        points never do, their confirmation batch judges the winner)."""
+        with self._write() as session:
+            points: frozenset[str] = frozenset()
+            if report.get("sweep"):
+                plan = session.scalar(select(Batch.plan).where(Batch.id == batch_id))
+                points = sweep_points_of(plan)
+            values = verdict_values(batch_id, report, points)
+            if values:
+                session.execute(verdict_update(), values)
+
+
+def sweep_points_of(plan: str | None) -> frozenset[str]:
+    """A stored plan's sweep points (JSON text)."""
+    data = json.loads(plan or "{}")
+    return frozenset(str(p.get("approach")) for p in data.get("points") or ())
+
+
+def verdict_update() -> Any:
+    """The statement `verdict_values` feeds (executemany)."""
+    table = cast(Table, Run.__table__)  # Core, not the ORM's bulk update by primary key
+    runs = table.c
+    return (update(table)
+            .where(runs.batch_id == bindparam("b_batch"), runs.approach == bindparam("b_approach"))
+            .values(verdict=bindparam("b_verdict"), judged_delta=bindparam("b_delta")))
+
+
+def verdict_values(batch_id: str, report: dict[str, Any],
+                   points: frozenset[str]) -> list[dict[str, Any]]:
+    counted = judged_results(report, points=points)
+    return [{"b_batch": batch_id, "b_approach": str(res.get("approach")),
+             "b_verdict": res.get("verdict"),
+             "b_delta": counted[name][1] if (name := str(res.get("approach"))) in counted
+             else None}
+            for res in report.get("results") or []]
 
 
 def _metrics_of(session: Any, batch_ids: set[str]) -> dict[str, str]:

@@ -114,6 +114,10 @@ class Run(Base):
     # the median on the batch's metric (null without a sample) and the host's hardware.
     value: Mapped[float | None] = mapped_column(Float)
     hardware: Mapped[str | None] = mapped_column(String(255))
+    # The report's judgement of the run (0006_run_verdicts), written with the report: its
+    # verdict, and its delta_pct when the digest counts it as judged (else null).
+    verdict: Mapped[str | None] = mapped_column(String(32))
+    judged_delta: Mapped[float | None] = mapped_column(Float)
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,7 @@ class Store(Runs, Leases, Posts, Comparisons, DigestQueries):
     def save_report(self, batch_id: str, report: dict[str, Any]) -> None:
         if not self._update(batch_id, report=json.dumps(report)):
             raise UnknownBatch(batch_id)
+        self.put_verdicts(batch_id, report)  # the digest's judged columns on the runs
 
     def delete_batch(self, batch_id: str) -> bool:
         """Delete a batch and its runs; False when there was none."""

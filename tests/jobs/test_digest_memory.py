@@ -87,22 +87,22 @@ def test_a_move_within_noise_is_no_regression(store: Store) -> None:
                                                                              digest=digest)
 
 
-def judged_report(batch: str, *results: tuple[str, str, float]) -> dict[str, Any]:
-    """A stored report: (approach, verdict, delta_pct) per result."""
+def judged_report(batch: str, *results: tuple[str, str, float, float]) -> dict[str, Any]:
+    """A stored report: (approach, verdict, delta_pct, value) per result."""
     return {"batch": batch, "preset": "eagle3", "metric": "output_throughput",
             "baseline": {"approach": "baseline", "value": 100.0, "status": "ok"},
-            "results": [{"approach": a, "verdict": v, "delta_pct": d, "value": 100 + d,
-                         "cause": None, "why": ""} for a, v, d in results],
+            "results": [{"approach": a, "verdict": v, "delta_pct": d, "value": x,
+                         "cause": None, "why": ""} for a, v, d, x in results],
             "next_steps": []}
 
 
 def test_a_regression_without_a_stack_change_says_so(store: Store) -> None:
     add_batch(store, "b-1", days_ago=2, runs=[
         run("b-1", "baseline", [100, 101]), run("b-1", "cg-128", [120, 121])],
-        report=judged_report("b-1", ("cg-128", "improved", 19.4)))
+        report=judged_report("b-1", ("cg-128", "improved", 19.4, 120.5)))
     add_batch(store, "b-2", days_ago=1, runs=[
         run("b-2", "baseline", [100, 101]), run("b-2", "cg-128", [110, 111])],
-        report=judged_report("b-2", ("cg-128", "improved", 9.5)))
+        report=judged_report("b-2", ("cg-128", "improved", 9.5, 110.5)))
     (moved,) = digest_of(store)["regressions"]
     assert (moved["what"], moved["to"]["approach"], moved["stack"]) == ("best", "cg-128", [])
     assert "no stack change" in render_text("digest", digest=digest_of(store))
@@ -111,10 +111,10 @@ def test_a_regression_without_a_stack_change_says_so(store: Store) -> None:
 def test_a_confounded_run_is_no_best_to_regress_from(store: Store) -> None:
     add_batch(store, "b-1", days_ago=2, runs=[
         run("b-1", "baseline", [100, 101]), run("b-1", "tp", [300, 301])],
-        report=judged_report("b-1", ("tp", "inconclusive", 198.5)))
+        report=judged_report("b-1", ("tp", "inconclusive", 198.5, 300.5)))
     add_batch(store, "b-2", days_ago=1, runs=[
         run("b-2", "baseline", [100, 101]), run("b-2", "cg-128", [110, 111])],
-        report=judged_report("b-2", ("cg-128", "improved", 9.5)))
+        report=judged_report("b-2", ("cg-128", "improved", 9.5, 110.5)))
     assert digest_of(store)["regressions"] == []
 
 
@@ -193,18 +193,19 @@ def test_the_store_queries_give_what_the_whole_history_gives(store: Store) -> No
     add_batch(store, "j-1", days_ago=40, runs=[
         run("j-1", "baseline", [50, 51]), run("j-1", "cg-64", [60, 61]),
         run("j-1", "tp", [300, 301])],
-        report=judged_report("j-1", ("cg-64", "improved", 19.6), ("tp", "inconclusive", 490.0),
-                             ("cg-32", "failed", 0.0)))
+        report=judged_report("j-1", ("cg-64", "improved", 19.6, 60.5),
+                             ("tp", "inconclusive", 490.0, 300.5), ("cg-32", "failed", 0.0, 0.0)))
     add_batch(store, "j-2", days_ago=30, runs=[
         run("j-2", "baseline", [100, 101]), run("j-2", "chunk-0", [150, 151])],
         plan=sweep_plan(("chunk-0",)),
-        report={**judged_report("j-2", ("chunk-0", "improved", 49.5)), "sweep": {"name": "c"}})
+        report={**judged_report("j-2", ("chunk-0", "improved", 49.5, 150.5)),
+                "sweep": {"name": "c"}})
     add_batch(store, "j-3", days_ago=29, runs=[
         run("j-3", "baseline", [100, 101]), run("j-3", "chunk-0", [103, 104])],
-        report=judged_report("j-3", ("chunk-0", "unchanged", 1.0)))
+        report=judged_report("j-3", ("chunk-0", "unchanged", 1.0, 103.5)))
     add_batch(store, "j-4", days_ago=2, runs=[
         run("j-4", "baseline", [100, 101]), run("j-4", "eagle3", [110, 111])],
-        report=judged_report("j-4", ("eagle3", "improved", 9.9)))
+        report=judged_report("j-4", ("eagle3", "improved", 9.9, 110.5)))
     since = NOW - dt.timedelta(days=7)
     rows, records, memory = digest_inputs(store, since=since, now=NOW)
     assert {r.id for r in rows} >= {"b-1", "b-2", "d-1", "j-4"}  # window, predecessors, reports
@@ -221,16 +222,23 @@ def test_the_store_queries_give_what_the_whole_history_gives(store: Store) -> No
         "digest", digest=build_digest(rows, records, now=NOW, days=7, memory=memory))
 
 
-def test_migration_0006_names_the_stored_cpu_runs_by_their_cpu(store: Store) -> None:
+def test_migration_0006_judges_the_stored_runs_and_names_cpu_hosts(store: Store) -> None:
     cpu = {"gpu": "none (CPU: AMD EPYC 9654)", "gpu_count": 0, "cpu": "AMD EPYC 9654"}
-    add_batch(store, "c-1", days_ago=1, runs=[run("c-1", "baseline", fingerprint=cpu),
-                                              run("c-1", "gpu", fingerprint=FINGERPRINT)])
-    with store._write() as session:  # as 0005 wrote them, before the CPU was named
+    add_batch(store, "c-1", days_ago=1, runs=[
+        run("c-1", "baseline", fingerprint=cpu), run("c-1", "gpu", fingerprint=FINGERPRINT),
+        run("c-1", "tp", fingerprint=FINGERPRINT)],
+        report=judged_report("c-1", ("gpu", "improved", 5.0, 101.0),
+                             ("tp", "inconclusive", 90.0, 101.0)))
+    with store._write() as session:  # as 0005 left them: no judged columns, "0x none"
         session.execute(update(Run).where(Run.approach == "baseline")
                         .values(hardware="0x none (CPU: AMD EPYC 9654)"))
+        session.execute(text("ALTER TABLE runs DROP COLUMN verdict"))
+        session.execute(text("ALTER TABLE runs DROP COLUMN judged_delta"))
         session.execute(text("UPDATE alembic_version SET version_num = '0005'"))
     store.migrate()
     with store._read() as session:
-        named = dict(session.execute(select(Run.approach, Run.hardware)).all())
-    assert named == {"baseline": "CPU (AMD EPYC 9654)",
-                     "gpu": "8x NVIDIA RTX PRO 6000 Blackwell Server Edition"}
+        named = {a: (h, v, d) for a, h, v, d in session.execute(
+            select(Run.approach, Run.hardware, Run.verdict, Run.judged_delta)).all()}
+    gpu = "8x NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    assert named == {"baseline": ("CPU (AMD EPYC 9654)", None, None),
+                     "gpu": (gpu, "improved", 5.0), "tp": (gpu, "inconclusive", None)}
