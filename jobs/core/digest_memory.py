@@ -88,29 +88,38 @@ def sweep_points(row: BatchRow) -> frozenset[str]:
     return frozenset(p.approach for p in row.plan.points) if row.plan.sweep else frozenset()
 
 
+def judged_results(
+    report: Mapping[str, Any] | None, *, points: frozenset[str] = frozenset()
+) -> dict[str, tuple[str, float, float | None]]:
+    """The report's results that count as judged, by approach: (verdict, delta_pct, value) for
+    verdict improved, unchanged or regressed with a delta. Inconclusive (confounded, noisy),
+    failed, cancelled and skipped results never count, nor `points` (a sweep's, unconfirmed).
+    The store keeps these on the runs (`judged_delta`, written with the report)."""
+    out: dict[str, tuple[str, float, float | None]] = {}
+    for res in (report or {}).get("results") or []:
+        delta, name, value = res.get("delta_pct"), res.get("approach"), res.get("value")
+        if res.get("verdict") not in CONCLUSIVE or delta is None or name in points:
+            continue
+        out[str(name)] = (str(res["verdict"]), float(delta),
+                          None if value is None else float(value))
+    return out
+
+
 def judged(
     rows: Sequence[BatchRow], records: Mapping[str, Sequence[RunRecord]]
 ) -> list[Judged]:
-    """Every judged result of the rows' reports, in row and report order: verdict improved,
-    unchanged or regressed with a delta (inconclusive, confounded, failed, cancelled and
-    skipped results never count, nor a sweep's unconfirmed points). The hardware is the
-    approach's record's (the baseline's when it has none)."""
+    """Every judged result (`judged_results`) of the rows' reports, in row and report order.
+    The hardware is the approach's record's (the baseline's when it has none)."""
     out: list[Judged] = []
     for row in rows:
-        points = sweep_points(row)
         runs = {r.approach: r for r in records.get(row.id, ())}
-        for res in (row.report or {}).get("results") or []:
-            delta, name = res.get("delta_pct"), res.get("approach")
-            if res.get("verdict") not in CONCLUSIVE or delta is None or name in points:
-                continue
+        for name, (verdict, delta, value) in judged_results(
+                row.report, points=sweep_points(row)).items():
             record = runs.get(name) or runs.get("baseline")
-            value = res.get("value")
             out.append(Judged(
                 preset=row.preset, hardware="unknown hardware" if record is None
-                else hardware(record), approach=str(name), batch=row.id,
-                metric=row.plan.metric,
-                verdict=str(res["verdict"]), delta_pct=float(delta),
-                value=None if value is None else float(value), created_at=row.created_at))
+                else hardware(record), approach=name, batch=row.id, metric=row.plan.metric,
+                verdict=verdict, delta_pct=delta, value=value, created_at=row.created_at))
     return out
 
 
@@ -208,10 +217,11 @@ def regressions(
     since: dt.datetime,
     now: dt.datetime,
 ) -> list[dict[str, Any]]:
-    """A preset's baseline, or its best configuration, that regressed beyond its noise from one
-    batch to the next (the later one in the window, the earlier possibly before it). Noise
-    mirrors the verdict rules (`verdicts.compare`): at least the later plan's min_effect_pct
-    worse, and with 2+ repetitions on both sides, disjoint [min, max] ranges."""
+    """A preset's baseline, or its best judged configuration (never an inconclusive or
+    confounded run), that regressed beyond its noise from one batch to the next (the later one
+    in the window, the earlier possibly before it). Noise mirrors the verdict rules
+    (`verdicts.compare`): at least the later plan's min_effect_pct worse, and with 2+
+    repetitions on both sides, disjoint [min, max] ranges."""
     by_preset: dict[str, list[BatchRow]] = {}
     for row in sorted((r for r in rows if r.created_at <= now), key=lambda r: r.created_at):
         by_preset.setdefault(row.preset, []).append(row)
