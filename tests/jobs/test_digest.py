@@ -346,3 +346,21 @@ def test_a_cpu_host_is_named_by_its_cpu_and_one_batch_is_one_batch() -> None:
     assert "*1 batch*" in blocks and "0x none" not in blocks
     bare = {"gpu": "none", "gpu_count": 0}  # SGLang's probe on a host without a GPU
     assert hardware(make_record("a", fingerprint=bare)) == "CPU (model unknown)"
+
+
+def test_the_digest_command_returns_the_trend_png_of_judged_deltas(tmp_path: Path) -> None:
+    store = Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
+    created = dt.datetime.now(dt.UTC) - dt.timedelta(days=1)
+    ctx = Context(store=store, caller=Caller("U1"))
+    store.create_batch(batch_id="b-1", preset="eagle3", engine="sglang", queue="default",
+                       requested_by="U1", plan=make_plan(), created_at=created)
+    store.put_records([(0, rec("b-1", "baseline", 82.0)), (1, rec("b-1", "eagle3", 90.0))])
+    store.set_state("b-1", "done")
+    assert digest_command(ctx, days=7).chart is None  # nothing judged yet: no chart
+    store.save_report("b-1", {"batch": "b-1", "preset": "eagle3", "results": [
+        result("eagle3", "improved", value=90.0, delta_pct=9.8)], "next_steps": []})
+    out = digest_command(ctx, days=7)
+    assert out.chart is not None and out.chart.startswith(b"\x89PNG")
+    (best,) = out.digest["best"]
+    assert (best["approach"], best["delta_pct"], best["unit"]) == ("eagle3", 9.8, "tok/s")
+    store.close()
