@@ -61,12 +61,15 @@ def read_sources(scratch: Path) -> list[tuple[str, list[str]]]:
 
 def declared_at(sources: list[tuple[str, list[str]]], flag: str) -> str | None:
     """`srt/file.py:LINE` where the release declares `--flag`: its msgspec field (0.5.20 on),
-    else its `"--flag"` literal in server_args.py, else the first mention anywhere."""
+    else its `"--flag"` literal in server_args.py, else its annotated field there (`name: A[`,
+    a parser built from the fields, 0.5.15), else the first mention anywhere."""
     literal = re.compile(r"""["']""" + re.escape(flag) + r"""["']""")
     field = re.compile(r"^\s+" + re.escape(flag[2:].replace("-", "_")) + r"\s*:")
+    annotated = re.compile(r"^\s+" + re.escape(flag[2:].replace("-", "_")) + r"\s*:\s*A\[")
     tries = [
         (field, lambda path: "/arg_groups/fields/" in path),
         (literal, lambda path: path == "srt/server_args.py"),
+        (annotated, lambda path: path == "srt/server_args.py"),
         (literal, lambda path: True),
     ]
     for pattern, where in tries:

@@ -27,9 +27,10 @@ from jobs.core.errors import PresetError
 from jobs.engines.flags import to_flag
 
 FILE = "sglang_flag_types.yaml"
-KINDS = ("int", "float", "human_readable_int", "json", "str", "opaque", "switch")
+KINDS = ("int", "positive_int", "float", "human_readable_int", "json", "str", "opaque", "switch")
 _WANTS = {
     "int": "an integer",
+    "positive_int": "an integer of 1 or more",
     "float": "a number",
     "human_readable_int": "an integer (or 4k, 1M, 1Ki...)",
     "json": "JSON",
@@ -91,6 +92,8 @@ def _fits(kind: str, item: Any) -> bool:
         return True
     if kind == "int":
         return isinstance(item, int) or isinstance(item, str) and _parses(int, item)
+    if kind == "positive_int":
+        return _fits("int", item) and int(item) >= 1
     if kind == "float":
         if isinstance(item, int | float):
             return math.isfinite(item)
@@ -144,7 +147,11 @@ def from_action(action: argparse.Action) -> Iterator[tuple[str, FlagType]]:
     if action.nargs == 0:
         kind = "switch"
     else:
-        kinds: dict[object, str] = {int: "int", float: "float", None: "str", str: "str"}
+        from jobs.engines.local_child import positive_int
+
+        kinds: dict[object, str] = {
+            int: "int", positive_int: "positive_int", float: "float", None: "str", str: "str",
+        }
         kind = kinds.get(action.type, "opaque")
     nargs = action.nargs if action.nargs in ("?", "+", "*") else None
     choices = tuple(action.choices) if action.choices is not None else None

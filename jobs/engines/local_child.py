@@ -36,6 +36,14 @@ class LosslessnessError(Exception):
     """Greedy output that differs from the baseline's, or between repetitions."""
 
 
+def positive_int(text: str) -> int:
+    """argparse type of a count that must be 1 or more (torch.set_num_threads(0) raises)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(f"expected a positive value, got {value}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Server knobs (a preset's server_args), bench knobs (its bench) and the engine's own."""
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__, allow_abbrev=False)
@@ -46,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
     server.add_argument("--num-heads", type=int, default=4)
     server.add_argument("--vocab-size", type=int, default=1024)
     server.add_argument("--seed", type=int, default=0)
-    server.add_argument("--threads", type=int, default=None)
+    server.add_argument("--threads", type=positive_int, default=None)
     server.add_argument("--num-assistant-tokens", type=int, default=4)
     server.add_argument("--draft-vocab-size", type=int, default=None)
     server.add_argument("--max-matching-ngram-size", type=int, default=2)

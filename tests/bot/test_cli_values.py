@@ -55,3 +55,100 @@ def test_sglang_missing_is_an_infrastructure_failure(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert "no such interpreter" in done.stderr and "Traceback" not in done.stderr
     assert stored(tmp_path) == []
+
+
+# ------------------------------------------------------------------ typed knob values
+
+def refused(done: subprocess.CompletedProcess[str], tmp_path: Path, *needles: str) -> str:
+    """Exit 2, one line on stderr holding every needle, no traceback, no batch stored."""
+    assert done.returncode == 2, (done.returncode, done.stderr)
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    assert stored(tmp_path) == []
+    return lines[0]
+
+
+@pytest.mark.parametrize(("value", "wanted", "got"), [
+    ("threads=abc", "threads takes an integer of 1 or more (local engine)", "got 'abc'"),
+    ("threads=2.5", "threads takes an integer of 1 or more (local engine)", "got 2.5"),
+    ("threads=0", "threads takes an integer of 1 or more (local engine)", "got 0"),
+    ("seed=", "seed takes an integer (local engine)", "got nothing"),
+    ("seed=null", "seed takes an integer (local engine)", "got nothing"),
+    ("seed=1.5", "seed takes an integer (local engine)", "got 1.5"),
+    ("seed=true", "seed takes an integer (local engine)", "got true"),
+])
+def test_a_local_knob_of_the_wrong_type_is_bad_input(
+    tmp_path: Path, value: str, wanted: str, got: str
+) -> None:
+    line = refused(cli(tmp_path, "run", "cpu-demo", "--set", value), tmp_path, wanted, got)
+    assert f"--set {value}:" in line
+
+
+@pytest.mark.parametrize(("value", "wanted"), [
+    ("mem-fraction-static=abc", "mem-fraction-static takes a number (SGLang), got 'abc'"),
+    ("mem-fraction-static=", "mem-fraction-static takes a number (SGLang), got nothing"),
+    ("cuda-graph-max-bs=1.5", "cuda-graph-max-bs takes an integer (SGLang), got 1.5"),
+    ("cuda-graph-max-bs=many", "cuda-graph-max-bs takes an integer (SGLang), got 'many'"),
+])
+def test_an_sglang_knob_of_the_wrong_type_is_bad_input_without_sglang_here(
+    tmp_path: Path, value: str, wanted: str
+) -> None:
+    """The types ship with specbench: no SGLang on this host, still exit 2, not 1."""
+    env_python = "/nonexistent/sglang-python"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SPECBENCH_")}
+    env.update(SPECBENCH_DATA_DIR=str(tmp_path / "data"), SPECBENCH_SGLANG_PYTHON=env_python)
+    done = subprocess.run([sys.executable, "-m", "bot.cli.main", "run", "eagle3", "--set", value],
+                          env=env, capture_output=True, text=True, timeout=120)
+    refused(done, tmp_path, f"--set {value}: {wanted}")
+
+
+PRESET = """\
+name: {name}
+description: A preset with one value its engine would refuse
+engine: {engine}
+metric: output_throughput
+reps: 1
+bench: {{num-prompts: 1, input-len: 8, output-len: 8}}
+baseline:
+  server_args: {baseline}
+approaches:
+  - name: lookup
+    hypothesis: Prompt lookup
+    server_args: {approach}
+"""
+
+
+@pytest.mark.parametrize(("engine", "baseline", "approach", "needles"), [
+    ("local", "{seed: 0, threads: abc}", "{prompt-lookup-num-tokens: 4}",
+     ("preset 'typo', baseline: threads takes an integer of 1 or more (local engine), got 'abc'",)),
+    ("local", "{seed: 0}", "{prompt-lookup-num-tokens: 4.5}",
+     ("preset 'typo', approach 'lookup': prompt-lookup-num-tokens takes an integer", "got 4.5")),
+    ("sglang", "{model-path: /models/m, tp-size: 8}", "{moe-a2a-backend: flashinfr}",
+     ("approach 'lookup': moe-a2a-backend takes one of none, deepep,", "got 'flashinfr'")),
+    ("sglang", "{model-path: /models/m, tp-size: eight}", "{ep-size: 8}",
+     ("baseline: tp-size takes an integer (SGLang), got 'eight'",)),
+    ("sglang", "{model-path: /models/m}", "{enable-torch-symm-mem: maybe}",
+     ("enable-torch-symm-mem is a switch, true or false (SGLang), got 'maybe'",)),
+])
+def test_a_typed_error_inside_a_preset_file_is_bad_input(
+    tmp_path: Path, engine: str, baseline: str, approach: str, needles: tuple[str, ...]
+) -> None:
+    path = tmp_path / "typo.yaml"
+    path.write_text(PRESET.format(name="typo", engine=engine, baseline=baseline,
+                                  approach=approach))
+    refused(cli(tmp_path, "run", str(path)), tmp_path, *needles)
+
+
+def test_a_sweep_grid_value_of_the_wrong_type_is_bad_input(tmp_path: Path) -> None:
+    path = tmp_path / "grid.yaml"
+    text = PRESET.format(name="grid", engine="local", baseline="{seed: 0}",
+                         approach="{prompt-lookup-num-tokens: 4}")
+    text += ("sweep:\n  name: lookup-tune\n  extends: lookup\n  grid:\n"
+             "    prompt-lookup-num-tokens: [2, 4, six]\n  search: grid\n")
+    path.write_text(text)
+    refused(cli(tmp_path, "run", str(path)), tmp_path,
+            "preset 'grid', sweep 'lookup-tune': prompt-lookup-num-tokens takes an integer "
+            "(local engine), got 'six'")
