@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import statistics
+import textwrap
 from typing import Any
 
 from jobs.core.messages import environment
@@ -29,7 +30,7 @@ COLOURS = {
 }
 MARKS = {"improved": "▲", "regressed": "▼", "unchanged": "=", "inconclusive": "?",
          "failed": "✗", "cancelled": "■", "skipped": "·"}
-MEASURED = ("improved", "regressed", "unchanged", "inconclusive")
+NOTE_BOX = {"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 0.6}  # over lines
 
 
 def to_chart_png(report: dict[str, Any], records: list[RunRecord]) -> bytes | None:
@@ -38,7 +39,7 @@ def to_chart_png(report: dict[str, Any], records: list[RunRecord]) -> bytes | No
     if figure is None:
         return None
     out = io.BytesIO()
-    figure.savefig(out, format="png")
+    figure.savefig(out, format="png", bbox_inches="tight")  # the legend above included
     return out.getvalue()
 
 
@@ -61,13 +62,14 @@ def summary_figure(report: dict[str, Any], records: list[RunRecord]) -> Any | No
     _draw_baseline(axes, rows[0]["samples"])
     for y, row in enumerate(reversed(rows)):
         _draw_row(axes, y, row, metric=metric, span=top * 1.3)
-    axes.set_yticks(range(len(rows)), [row["name"] for row in reversed(rows)], fontsize=8)
+    axes.set_yticks(range(len(rows)), [_label(row["name"]) for row in reversed(rows)],
+                    fontsize=8)
     axes.set_ylim(-0.7, len(rows) - 0.3)
     unit = unit_of(metric)
     better = "lower is better" if report.get("lower_is_better") else "higher is better"
     axes.set_xlabel(f"{metric} ({unit + ', ' if unit else ''}{better}); "
                     "dot: median, bar: min–max of the repetitions", fontsize=8)
-    axes.set_title(chart_title(report), fontsize=9, loc="left")
+    axes.set_title("\n".join(textwrap.wrap(chart_title(report), 90)), fontsize=9, loc="left")
     axes.grid(axis="x", alpha=0.3)
     _legend(axes, rows)
     figure.tight_layout()
@@ -133,15 +135,17 @@ def _draw_row(axes: Any, y: int, row: dict[str, Any], *, metric: str, span: floa
     if not samples:
         # No value: the row says why at the axis' start, in its verdict's colour.
         axes.text(span * 0.01, y, row["note"], va="center", ha="left", fontsize=8,
-                  color=colour, gid=f"note:{row['name']}")
+                  color=colour, gid=f"note:{row['name']}", bbox=NOTE_BOX)
         return
     mid = statistics.median(samples)
     axes.errorbar([mid], [y], xerr=[[mid - min(samples)], [max(samples) - mid]], fmt="o",
                   color=colour, ecolor=colour, capsize=3, ms=6, gid=f"median:{row['name']}")
     axes.scatter(samples, [y] * len(samples), s=9, color=colour, alpha=0.45,
                  gid=f"samples:{row['name']}")
-    axes.text(max(samples) + span * 0.012, y, row["note"], va="center", ha="left", fontsize=8,
-              color=colour, gid=f"note:{row['name']}")
+    # Offset in points, so that the note clears the median's dot at any scale.
+    axes.annotate(row["note"], (max(samples), y), xytext=(7, 0), textcoords="offset points",
+                  va="center", ha="left", fontsize=8, color=colour, gid=f"note:{row['name']}",
+                  bbox=NOTE_BOX)
 
 
 def _legend(axes: Any, rows: list[dict[str, Any]]) -> None:
@@ -150,9 +154,18 @@ def _legend(axes: Any, rows: list[dict[str, Any]]) -> None:
     handles, _ = axes.get_legend_handles_labels()
     present = list(dict.fromkeys(row["verdict"] for row in rows[1:]))
     handles += [Line2D([], [], ls="", marker="o", color=COLOURS[v], label=v) for v in present]
-    # Above the plot, where no row's marker can hide behind it.
-    axes.legend(handles=handles, loc="lower left", bbox_to_anchor=(0.0, 1.06), fontsize=7,
-                frameon=False, ncol=min(len(handles), 5))
+    # Below the axis label, outside the plot, where no row's marker can hide behind it and
+    # the title above keeps its place: 0.5 inch down, whatever the figure's height.
+    below = -0.5 / (axes.figure.get_figheight() * axes.get_position().height)
+    axes.legend(handles=handles, loc="upper left", bbox_to_anchor=(0.0, below), fontsize=7,
+                frameon=False, ncol=min(len(handles), 4))
+
+
+def _label(name: str, width: int = 34) -> str:
+    """A long name (a sweep point's) broken after its commas, so the plot keeps its width."""
+    if len(name) <= width or "," not in name:
+        return name
+    return ",\n".join(name.split(","))
 
 
 def _num(value: float) -> str:
