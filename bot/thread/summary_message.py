@@ -22,7 +22,7 @@ from jobs.core.messages import (
 from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
 from jobs.core.sweeps import best_point
-from jobs.core.units import with_unit
+from jobs.core.units import unit_of
 from jobs.core.verdicts import median
 
 LOG_LINES = 40
@@ -52,9 +52,11 @@ def summary_uploads(
     files: list[Upload] = []
     png = to_chart_png(report, records)
     if png is not None:
+        unit = unit_of(plan.metric)
+        metric = f"{plan.metric} ({unit})" if unit else plan.metric
         files.append(Upload(f"{batch_id}-chart.png", png,
-                            f"{with_unit(plan.metric, plan.metric)}: each approach against "
-                            "the baseline, coloured by its verdict"))
+                            f"{metric}: each approach against the baseline, coloured by its "
+                            "verdict"))
     if plan.sweep is not None:
         files.extend(sweep_uploads(records, batch_id=batch_id, plan=plan))
     lines = [redact(json.dumps(_shown(r))) for r in records]

@@ -75,6 +75,8 @@ def test_a_sweep_batch_uploads_its_landscape_and_pareto_front() -> None:
                             redact=lambda t: t)
     names = [f.filename for f in files]
     assert names == ["b-1-chart.png", "b-1-landscape.png", "b-1-pareto.png", "b-1-runs.jsonl"]
+    assert files[0].title == ("output_throughput (tok/s): each approach against the baseline, "
+                              "coloured by its verdict")
     assert all(f.content.startswith(PNG) for f in files if f.filename.endswith(".png"))
     assert pareto_png(records[:1], metric="output_throughput") is None
 
