@@ -287,3 +287,12 @@ def test_a_cpu_host_is_cpu_never_none() -> None:
         assert "Host: CPU" in out
         assert "none" not in out.split("Host: ")[1].splitlines()[0]
         assert "0x" not in out
+
+
+def test_a_failed_baseline_row_says_there_is_nothing_to_compare() -> None:
+    report = report_of([make_record("baseline", status="failed", samples=[], log_tail=OOM),
+                        make_record("a", samples=[110.0, 111.0])])
+    assert table_rows(report)["baseline"] == ["✗ baseline FAILED",
+                                              "no baseline value: nothing to compare against"]
+    text = render_report(report, "text")
+    assert "✗ baseline FAILED" in text and "baseline – output_throughput" in text
