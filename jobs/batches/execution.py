@@ -28,6 +28,7 @@ from jobs.core.rules import RuleSet, load_rules
 from jobs.core.verdicts import Metric, Verdict, judge, median
 from jobs.engines import get_engine
 from jobs.engines.base import Engine, RunContext, now_iso, to_run_record, to_stored
+from jobs.engines.flag_table import load_table
 from jobs.store import RERUN_STATUSES, BatchRow, Store
 
 CANCEL_POLL_S = 0.5
@@ -49,7 +50,7 @@ def build_report(
     """The batch's report; `judged`: the verdicts given as its runs ended (see `analyze`)."""
     return analyze(
         records, metric=metric_of(plan), rules=load_rules() if rules is None else rules,
-        remedies=load_remedies(), judged=judged,
+        remedies=load_remedies(), judged=judged, flags=load_table(), engine=plan.engine,
     )
 
 
