@@ -15,6 +15,7 @@ which has no SGLang). Each flag's type is the one of the newest release that dec
 plain action (a deprecated alias takes its new flag's type, and the worker renames it); its
 choices are those of every such release together (a value that only some releases take, like
 `--moe-a2a-backend flashinfer`, is config/sglang_flags.yaml's and the worker's business).
+`sglang.bench_serving`'s flags (a preset's `bench`) are written the same way, under `bench:`.
 tests/jobs/engines/test_flag_types.py checks the table against tests/standin/sglang/flags/.
 """
 
@@ -51,21 +52,33 @@ def kind_of(row: dict[str, Any]) -> str:
 
 def read_sources(scratch: Path) -> list[tuple[str, list[str]]]:
     """(path under sglang/, lines) of a release's srt/ sources, the parser's own files first."""
-    srt = scratch / "sglang" / "srt"
-    first = [srt / "server_args.py", *sorted(srt.glob("arg_groups/fields/*.py"))]
+    top = scratch / "sglang"
+    srt = top / "srt"
+    first = [srt / "server_args.py", *sorted(srt.glob("arg_groups/fields/*.py")),
+             top / "bench_serving.py", top / "benchmark" / "serving.py",
+             *sorted(top.glob("benchmark/serving/*.py"))]
     ordered = [p for p in first if p.is_file()]
-    ordered += sorted(p for p in srt.rglob("*.py") if p not in ordered)
+    ordered += sorted(p for p in top.rglob("*.py") if p not in ordered)
     return [(str(p.relative_to(scratch / "sglang")), p.read_text(encoding="utf-8").splitlines())
             for p in ordered]
 
 
-def declared_at(sources: list[tuple[str, list[str]]], flag: str) -> str | None:
+def declared_at(
+    sources: list[tuple[str, list[str]]], flag: str, *, bench: bool = False
+) -> str | None:
     """`srt/file.py:LINE` where the release declares `--flag`: its msgspec field (0.5.20 on),
     else its `"--flag"` literal in server_args.py, else its annotated field there (`name: A[`,
     a parser built from the fields, 0.5.15), else the first mention anywhere."""
     literal = re.compile(r"""["']""" + re.escape(flag) + r"""["']""")
     field = re.compile(r"^\s+" + re.escape(flag[2:].replace("-", "_")) + r"\s*:")
     annotated = re.compile(r"^\s+" + re.escape(flag[2:].replace("-", "_")) + r"\s*:\s*A\[")
+    if bench:  # bench_serving's parser: its module (0.5.2) or its package (later)
+        for path, lines in sources:
+            if path == "bench_serving.py" or path.startswith("benchmark/"):
+                for n, line in enumerate(lines, 1):
+                    if literal.search(line):
+                        return f"{path}:{n}"
+        return None
     tries = [
         (field, lambda path: "/arg_groups/fields/" in path),
         (literal, lambda path: path == "srt/server_args.py"),
@@ -109,7 +122,12 @@ def merge(releases: dict[str, list[dict[str, Any]]]) -> dict[str, dict[str, Any]
     return out
 
 
-def render(merged: dict[str, dict[str, Any]], releases: list[str], evidence: dict[str, str]) -> str:
+def render(
+    merged: dict[str, dict[str, Any]],
+    releases: list[str],
+    evidence: dict[str, str],
+    bench: dict[str, dict[str, Any]] | None = None,
+) -> str:
     import yaml
 
     lines = [
@@ -121,9 +139,21 @@ def render(merged: dict[str, dict[str, Any]], releases: list[str], evidence: dic
         "# nargs: '+' or '*' when the flag takes a list. choices: every value any release takes.",
         "# in: the first and last release read that has the flag; source: where the release named",
         "#   in `typed` declares it (its type is that release's).",
+        "# bench: sglang.bench_serving's flags, the same way (a preset's `bench`).",
         f"releases: {yaml.safe_dump(releases, default_flow_style=True).strip()}",
         "flags:",
     ]
+    lines += _entries(merged, evidence)
+    if bench:
+        lines.append("bench:")
+        lines += _entries(bench, evidence)
+    return "\n".join(lines) + "\n"
+
+
+def _entries(merged: dict[str, dict[str, Any]], evidence: dict[str, str]) -> list[str]:
+    import yaml
+
+    lines = []
     for flag in sorted(merged):
         entry = merged[flag]
         item: dict[str, Any] = {"type": entry["kind"]}
@@ -135,10 +165,11 @@ def render(merged: dict[str, dict[str, Any]], releases: list[str], evidence: dic
             item["aliases"] = sorted(a[2:] for a in entry["aliases"])
         item["in"] = [entry["first"], entry["last"]]
         item["typed"] = entry["typed_in"]
-        item["source"] = evidence.get(flag) or "not found in the source (built dynamically)"
+        where = evidence.get(f"{entry.get('tool', 'launch_server')} {flag}")
+        item["source"] = where or "not found in the source (built dynamically)"
         body = yaml.safe_dump(item, default_flow_style=True, width=10_000, sort_keys=False)
         lines.append(f"  {flag[2:]}: {body.strip()}")
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -153,29 +184,36 @@ def main(argv: list[str] | None = None) -> int:
     missing = [v for v in args.releases if v not in wheels]
     if missing:
         raise SystemExit(f"no wheel for {', '.join(missing)} in {args.wheels}")
-    releases: dict[str, list[dict[str, Any]]] = {}
+    releases: dict[str, dict[str, list[dict[str, Any]]]] = {"launch_server": {}, "bench": {}}
     for version in args.releases:
         print(f"reading {wheels[version].name}", file=sys.stderr)
         probed = sglang_flags.probe_wheel(wheels[version], python=args.python)
-        releases[version] = probed["launch_server"]["actions"]
-    merged = merge(releases)
+        releases["launch_server"][version] = probed["launch_server"]["actions"]
+        releases["bench"][version] = probed["bench_serving"]["actions"]
+    merged = merge(releases["launch_server"])
+    bench = merge(releases["bench"])
+    for entry in bench.values():
+        entry["tool"] = "bench"
     evidence: dict[str, str] = {}
-    by_release: dict[str, list[str]] = {}
-    for flag, entry in merged.items():
-        by_release.setdefault(entry["typed_in"], []).append(flag)
+    by_release: dict[str, list[tuple[str, str]]] = {}
+    for tool, table in (("launch_server", merged), ("bench", bench)):
+        for flag, entry in table.items():
+            by_release.setdefault(entry["typed_in"], []).append((tool, flag))
     for version, flags in by_release.items():
         with tempfile.TemporaryDirectory(prefix="sglang-src-") as scratch:
             with zipfile.ZipFile(wheels[version]) as archive:
                 archive.extractall(scratch, members=[
-                    n for n in archive.namelist() if n.startswith("sglang/srt/")
+                    n for n in archive.namelist() if n.startswith("sglang/")
                     and n.endswith(".py")])
             sources = read_sources(Path(scratch))
-            for flag in flags:
-                where = declared_at(sources, flag)
+            for tool, flag in flags:
+                where = declared_at(sources, flag, bench=tool == "bench")
                 if where is not None:
-                    evidence[flag] = f"{version} {where}"
-    args.out.write_text(render(merged, list(releases), evidence), encoding="utf-8")
-    print(f"wrote {len(merged)} flags of {len(releases)} releases to {args.out}", file=sys.stderr)
+                    evidence[f"{tool} {flag}"] = f"{version} {where}"
+    text = render(merged, list(args.releases), evidence, bench)
+    args.out.write_text(text, encoding="utf-8")
+    print(f"wrote {len(merged)} server and {len(bench)} bench flags of {len(args.releases)} "
+          f"releases to {args.out}", file=sys.stderr)
     return 0
 
 

@@ -214,9 +214,15 @@ def parse_types(text: str, *, source: str = FILE) -> TypeTable:
     except yaml.YAMLError as exc:
         raise PresetError(f"{source}: invalid YAML: {exc}") from None
     flags = data.get("flags") if isinstance(data, dict) else None
-    if not isinstance(flags, dict):
-        raise PresetError(f"{source}: expected a mapping with 'releases' and 'flags'")
-    server: dict[str, FlagType] = {}
+    bench = data.get("bench", {}) if isinstance(data, dict) else None
+    if not isinstance(flags, dict) or not isinstance(bench, dict):
+        raise PresetError(f"{source}: expected a mapping with 'releases', 'flags' and 'bench'")
+    return TypeTable(engine="SGLang", server=_flag_types(flags, source=source),
+                     bench=_flag_types(bench, source=f"{source}: bench"))
+
+
+def _flag_types(flags: dict[Any, Any], *, source: str) -> dict[str, FlagType]:
+    out: dict[str, FlagType] = {}
     for name, item in flags.items():
         where = f"{source}: flag {name!r}"
         if not isinstance(item, dict) or item.get("type") not in KINDS:
@@ -232,5 +238,5 @@ def parse_types(text: str, *, source: str = FILE) -> TypeTable:
             choices=None if choices is None else tuple(choices), source=str(item.get("source", "")),
         )
         for alias in [name, *(item.get("aliases") or [])]:
-            server[str(alias)] = flag_type
-    return TypeTable(engine="SGLang", server=server, bench={})
+            out[str(alias)] = flag_type
+    return out

@@ -152,3 +152,20 @@ def test_a_sweep_grid_value_of_the_wrong_type_is_bad_input(tmp_path: Path) -> No
     refused(cli(tmp_path, "run", str(path)), tmp_path,
             "preset 'grid', sweep 'lookup-tune': prompt-lookup-num-tokens takes an integer "
             "(local engine), got 'six'")
+
+
+@pytest.mark.parametrize(("engine", "bench", "needle"), [
+    ("sglang", "{dataset-name: random-ids, num-prompts: many}",
+     "preset 'bench', bench: num-prompts takes an integer (SGLang), got 'many'"),
+    ("sglang", "{dataset-name: sharegtp}",
+     "preset 'bench', bench: dataset-name takes one of sharegpt, random,"),
+    ("local", "{num-prompts: 1.5}",
+     "preset 'bench', bench: num-prompts takes an integer (local engine), got 1.5"),
+])
+def test_a_bench_value_of_the_wrong_type_is_bad_input(
+    tmp_path: Path, engine: str, bench: str, needle: str
+) -> None:
+    path = tmp_path / "bench.yaml"
+    text = PRESET.format(name="bench", engine=engine, baseline="{seed: 0}", approach="{}")
+    path.write_text(text.replace("{num-prompts: 1, input-len: 8, output-len: 8}", bench))
+    refused(cli(tmp_path, "run", str(path)), tmp_path, needle)

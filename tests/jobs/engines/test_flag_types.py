@@ -26,9 +26,9 @@ KINDS = {None: "str", "nullable_str": "str", "int": "int", "float": "float",
          "human_readable_int": "human_readable_int", "loads": "json", "json_list_type": "json"}
 
 
-def launch_rows(version: str) -> dict[str, dict[str, Any]]:
+def launch_rows(version: str, tool: str = "launch_server") -> dict[str, dict[str, Any]]:
     data = json.loads((FLAGS / f"{version}.json").read_text())
-    return {o: row for row in data["launch_server"] for o in row["o"]}
+    return {o: row for row in data[tool] for o in row["o"]}
 
 
 def shipped() -> dict[str, Any]:
@@ -82,16 +82,21 @@ def test_a_refusal_names_the_knob_the_engine_and_what_it_got() -> None:
 
 # ------------------------------------------------------------------ the shipped SGLang table
 
-def test_the_shipped_table_agrees_with_the_real_releases_flag_sets() -> None:
+@pytest.mark.parametrize(("section", "tool"), [("flags", "launch_server"),
+                                              ("bench", "bench_serving")])
+def test_the_shipped_table_agrees_with_the_real_releases_flag_sets(
+    section: str, tool: str
+) -> None:
     """Every typed flag is in the flag sets read from the wheels, with the same type, arity and
     (for the release it was typed from) choices, in the first and last release it names."""
     data = shipped()
     releases = data["releases"]
     assert releases == sorted(releases, key=version_tuple)
     assert all((FLAGS / f"{v}.json").is_file() for v in releases)
-    sets = {v: launch_rows(v) for v in releases}
+    sets = {v: launch_rows(v, tool) for v in releases}
     wrong = []
-    for name, item in data["flags"].items():
+    assert data[section]
+    for name, item in data[section].items():
         options = ["--" + n for n in [name, *item.get("aliases", [])]]
         for version in (*item["in"], item["typed"]):
             if not any(o in sets[version] for o in options):
@@ -108,19 +113,23 @@ def test_the_shipped_table_agrees_with_the_real_releases_flag_sets() -> None:
         if "choices" not in item and rows and all(r.get("c") for r in rows):
             # no choices written only where some release takes any value (or builds them)
             wrong.append(f"{name}: every release has choices, the table none")
-        if not re.fullmatch(r"\d+\.\d+\.\d+ srt/\S+\.py:\d+", item["source"]):
+        if not re.fullmatch(r"\d+\.\d+\.\d+ \S+\.py:\d+", item["source"]):
             wrong.append(f"{name}: source {item['source']!r}")
         elif not item["source"].startswith(item["typed"] + " "):
             wrong.append(f"{name}: source not from {item['typed']}")
     assert wrong == []
 
 
-def test_the_shipped_table_covers_every_visible_flag_of_every_release() -> None:
+@pytest.mark.parametrize(("section", "tool"), [("flags", "launch_server"),
+                                              ("bench", "bench_serving")])
+def test_the_shipped_table_covers_every_visible_flag_of_every_release(
+    section: str, tool: str
+) -> None:
     data = shipped()
-    named = {n for name, item in data["flags"].items() for n in [name, *item.get("aliases", [])]}
+    named = {n for name, item in data[section].items() for n in [name, *item.get("aliases", [])]}
     missing = sorted(
         f"{version} {option}" for version in data["releases"]
-        for option, row in launch_rows(version).items()
+        for option, row in launch_rows(version, tool).items()
         if option.startswith("--") and not row.get("h") and option[2:] not in named
     )
     assert missing == []
@@ -136,6 +145,10 @@ def test_the_knobs_the_presets_name_are_typed_as_the_releases_declare_them() -> 
     backend = table.lookup("moe-a2a-backend")
     assert backend is not None and {"none", "deepep", "flashinfer"} <= set(backend.choices or ())
     assert table.lookup("tensor_parallel_size") is table.lookup("tp-size")
+    bench = {"num-prompts": "int", "random-range-ratio": "float", "max-concurrency": "int"}
+    assert {k: getattr(table.lookup(k, bench=True), "kind", None) for k in bench} == bench
+    dataset = table.lookup("dataset-name", bench=True)
+    assert dataset is not None and {"random", "random-ids"} <= set(dataset.choices or ())
 
 
 def test_a_broken_type_table_is_a_one_line_error() -> None:
