@@ -87,7 +87,7 @@ def test_progress_updates_coalesce_to_one_per_interval(dispatcher: EmbeddedDispa
     stamps = [t for k, t, f in poster.calls if k == "update" and f["ts"] == "2"]
     assert 1 <= len(updates) <= 3
     assert all(b - a >= 0.28 for a, b in zip(stamps, stamps[1:], strict=False))
-    assert "repetition 40 of 40" in updates[-1]["message"].text
+    assert "rep 40/40" in updates[-1]["message"].text
 
 
 def test_a_finished_batch_posts_summary_uploads_and_headline_once(
