@@ -236,19 +236,27 @@ def _accept(
     baseline: RunRecord,
     metric: Metric,
 ) -> dict[str, Any] | None:
-    """Keep the best measured configuration: the key achievement, else a measured baseline
-    against which some approach was measured; None when nothing was compared."""
+    """Keep the best measured configuration (SPEC: offered whenever one was measured): the key
+    achievement, else the baseline when it ran; None when nothing was measured. "Stop
+    optimising" only when some approach was measured too and every step left is high effort."""
     if key is not None:
         best, value = key["approach"], key["value"]
     else:
         best, value = "baseline", median(baseline.samples(metric.name))
-        if baseline.status != "ok" or not any(v.value is not None for _, v in pairs):
+        if baseline.status != "ok":
             value = None
     if value is None:
         return None
     shown = with_unit(f"{value:.4g}", metric.name)
     open_steps = [s for s in steps if s["kind"] in ("retry", "remedy")]
     cheap = [s for s in open_steps if s["effort"] != "high"]
+    if not any(v.value is not None for _, v in pairs):
+        return _step(
+            "accept", best, action=f"Keep {best} ({shown}) until a next step beats it",
+            why="the only configuration measured: no approach produced a measurement, so "
+            "nothing has been ruled out yet",
+            effort="low",
+        )
     if cheap:
         return _step(
             "accept", best, action=f"Keep {best} ({shown}) until a next step beats it",
