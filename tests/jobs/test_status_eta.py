@@ -51,6 +51,15 @@ def store_batch(store: Store, batch_id: str, plan: BatchPlan, *, state: str, run
         store.set_state(batch_id, state)
 
 
+@pytest.fixture(autouse=True)
+def _now() -> None:
+    """NOW is the test's own start: the store stamps a batch's start with the real clock, so a
+    NOW taken when the module was collected (minutes earlier in a full run) would put the
+    running configuration's start after the patched clock."""
+    global NOW
+    NOW = dt.datetime.now(dt.UTC).replace(microsecond=0)
+
+
 @pytest.fixture
 def store(tmp_path: Path) -> Store:
     return Store(f"sqlite:///{tmp_path / 'db.sqlite'}")
