@@ -51,8 +51,7 @@ def trend_figure(
     left = dt.datetime.combine(start, dt.time())
     right = dt.datetime.combine(end, dt.time()) + dt.timedelta(days=1)
     for axes, s in zip(axes_list, shown, strict=True):
-        _panel(axes, s)
-        axes.set_xlim(left, right)
+        _panel(axes, s, left=left, right=right)
     hidden = len([s for s in series if s["points"]]) - len(shown)
     if hidden > 0:
         axes_list[-1].set_title(f"{axes_list[-1].get_title()} ({hidden} more not shown)",
@@ -64,14 +63,14 @@ def trend_figure(
     present = [v for v in COLOURS if any(p["verdict"] == v for s in shown for p in s["points"])]
     figure.legend(handles=[Line2D([], [], ls="", marker="o", color=COLOURS[v], label=v)
                            for v in present], loc="upper center", ncol=len(present) or 1,
-                  bbox_to_anchor=(0.5, 1 - 0.42 / height), fontsize=7, frameon=False)
+                  bbox_to_anchor=(0.5, 1 - 0.3 / height), fontsize=7, frameon=False)
     figure.suptitle(title or "specbench digest: best judged Δ vs own baseline per preset and "
                     f"hardware, {start.isoformat()} to {end.isoformat()}", fontsize=9)
-    figure.tight_layout(rect=(0, 0, 1, 1 - 0.62 / height))
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))
     return figure
 
 
-def _panel(axes: Any, s: dict[str, Any]) -> None:
+def _panel(axes: Any, s: dict[str, Any], *, left: dt.datetime, right: dt.datetime) -> None:
     days = [dt.datetime.fromisoformat(p["day"]) + dt.timedelta(hours=12) for p in s["points"]]
     deltas = [float(p["delta_pct"]) for p in s["points"]]
     axes.plot(days, deltas, color=LINE, lw=1.2, zorder=1)
@@ -80,9 +79,16 @@ def _panel(axes: Any, s: dict[str, Any]) -> None:
     for day, point in zip(days, s["points"], strict=True):
         value = "" if point["value"] is None else with_unit(f", {point['value']:.4g}",
                                                             s["metric"])
-        axes.annotate(f"{point['approach']} {point['delta_pct']:+.1f}%{value}",
+        name = point["approach"]
+        if len(name) > 28:  # a sweep point's long name: broken after its commas
+            name = name.replace(",", ",\n")
+        # Near an edge the label grows inwards, so it stays inside the panel.
+        where = (day - left) / (right - left)
+        ha = "right" if where > 0.7 else "left" if where < 0.3 else "center"
+        axes.annotate(f"{name} {point['delta_pct']:+.1f}%{value}",
                       (day, point["delta_pct"]), fontsize=6, textcoords="offset points",
-                      xytext=(0, 6), ha="center")
+                      xytext=(0, 6), ha=ha, va="bottom")
+    axes.set_xlim(left, right)
     axes.axhline(0.0, color="black", lw=0.8, zorder=2)  # the batch's own baseline
     low, high = min(0.0, *deltas), max(0.0, *deltas)
     pad = max((high - low) * 0.25, 1.0)
