@@ -23,7 +23,11 @@ def started(data: Started) -> str:
     row = data.submitted.batch
     verb = "queued" if data.submitted.created else "already submitted"
     position = data.submitted.position
-    return f"batch {row.id} ({row.preset}) {verb}, position {position} on {row.queue}"
+    text = f"batch {row.id} ({row.preset}) {verb}, position {position} on {row.queue}"
+    if data.added:
+        text += (f"; with {', '.join(data.added)}, which the retried approaches extend, so "
+                 "each is judged against its parent again")
+    return text
 
 
 def status(data: dict[str, Any], fmt: str = "text") -> str:

@@ -36,10 +36,11 @@ def retry(ctx: Context, args: RetryArgs, *, idempotency_key: str | None = None) 
     overrides = {**old.overrides, **parse_sets(list(args.sets))}
     planned = plan_batch(row.preset, overrides=overrides, reps=args.reps or old.reps,
                          queue=row.queue)
-    planned = dataclasses.replace(only(planned, with_parents(planned, names)),
-                                  rerun_known=args.rerun_known)
+    chosen = with_parents(planned, names)
+    planned = dataclasses.replace(only(planned, chosen), rerun_known=args.rerun_known)
     check_flags_if_here(ctx, planned)
-    return submit(ctx, planned, idempotency_key=idempotency_key)
+    started = submit(ctx, planned, idempotency_key=idempotency_key)
+    return dataclasses.replace(started, added=tuple(n for n in chosen if n not in names))
 
 
 def with_parents(plan: BatchPlan, names: Sequence[str]) -> list[str]:

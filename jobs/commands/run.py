@@ -44,6 +44,7 @@ class Started:
     submitted: Submitted
     plan: BatchPlan
     warnings: tuple[str, ...] = field(default=())
+    added: tuple[str, ...] = field(default=())  # retry: parents run with the named approaches
 
 
 def plan(ctx: Context, args: RunArgs) -> BatchPlan:

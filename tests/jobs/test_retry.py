@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from bot import views
 from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.commands import retry, run
 from jobs.commands.context import Caller, Context
@@ -102,6 +103,11 @@ def test_parents_are_added_transitively_once_in_preset_order(
     started = retry.retry(ctx, retry.RetryArgs(batch=first.id,
                                                approaches=["grandchild", "alone", "child"]))
     assert names(started.plan) == ["baseline", "parent", "child", "grandchild", "alone"]
+    # The reply says which parents came along and why.
+    assert started.added == ("parent",)
+    assert views.started(started).endswith(
+        "; with parent, which the retried approaches extend, so each is judged against its "
+        "parent again")
 
 
 def test_a_sweep_point_brings_the_sweeps_extends_approach(ctx: Context, first: BatchRow) -> None:
@@ -117,6 +123,7 @@ def test_an_approach_without_a_parent_runs_alone_with_the_baseline(
 ) -> None:
     started = retry.retry(ctx, retry.RetryArgs(batch=first.id, approaches=["alone"]))
     assert names(started.plan) == ["baseline", "alone"]
+    assert started.added == () and "extend" not in views.started(started)
 
 
 def test_an_unknown_approach_stores_nothing(ctx: Context, first: BatchRow) -> None:
