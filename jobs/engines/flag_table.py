@@ -110,22 +110,23 @@ def _renamed(args: Mapping[str, Any], version: str, table: FlagTable) -> dict[st
 
 def load_table(path: Path | None = None) -> FlagTable:
     """The table in the config folder, else the shipped one (it holds facts about SGLang)."""
-    target = path or settings.config_dir() / FILE
+    return _load_cached(*locate(FILE, path, what="the SGLang flag table"))
+
+
+def locate(name: str, path: Path | None, *, what: str) -> tuple[Path, int, int]:
+    """A data file about SGLang: `path`, else the config folder's copy, else the shipped one;
+    resolved, with its mtime and size (the cache key of its parsed form)."""
+    target = path or settings.config_dir() / name
     if path is None and not target.is_file():
-        target = _shipped_file()
+        package = Path(settings.__file__).resolve().parent
+        inside = package / "_shipped" / "config" / name
+        target = inside if inside.is_file() else package.parent / "config" / name
     resolved = target.resolve()
     try:
         stat = resolved.stat()
     except OSError as exc:
-        why = exc.strerror
-        raise PresetError(f"{resolved}: cannot read the SGLang flag table: {why}") from None
-    return _load_cached(resolved, stat.st_mtime_ns, stat.st_size)
-
-
-def _shipped_file() -> Path:
-    package = Path(settings.__file__).resolve().parent
-    inside = package / "_shipped" / "config" / FILE
-    return inside if inside.is_file() else package.parent / "config" / FILE
+        raise PresetError(f"{resolved}: cannot read {what}: {exc.strerror}") from None
+    return resolved, stat.st_mtime_ns, stat.st_size
 
 
 @functools.lru_cache(maxsize=4)

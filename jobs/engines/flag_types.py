@@ -22,8 +22,8 @@ from typing import Any
 
 import yaml
 
-from jobs import settings
 from jobs.core.errors import PresetError
+from jobs.engines.flag_table import locate
 from jobs.engines.flags import to_flag
 
 FILE = "sglang_flag_types.yaml"
@@ -184,22 +184,7 @@ def table_for(engine: str) -> TypeTable | None:
 
 def sglang_table(path: Path | None = None) -> TypeTable:
     """The shipped SGLang table (or the config folder's own copy, as with sglang_flags.yaml)."""
-    target = path or settings.config_dir() / FILE
-    if path is None and not target.is_file():
-        target = _shipped_file()
-    resolved = target.resolve()
-    try:
-        stat = resolved.stat()
-    except OSError as exc:
-        why = exc.strerror
-        raise PresetError(f"{resolved}: cannot read the SGLang flag types: {why}") from None
-    return _load_cached(resolved, stat.st_mtime_ns, stat.st_size)
-
-
-def _shipped_file() -> Path:
-    package = Path(settings.__file__).resolve().parent
-    inside = package / "_shipped" / "config" / FILE
-    return inside if inside.is_file() else package.parent / "config" / FILE
+    return _load_cached(*locate(FILE, path, what="the SGLang flag types"))
 
 
 @functools.lru_cache(maxsize=4)
