@@ -233,7 +233,26 @@ def confirmed_steps(
                         "why": f"the sweep's best point ({knobs}) did not hold up in its "
                                "confirmation"})
         elif step["kind"] == "accept":
-            out.append(dict(step))
+            out.append(_confirmed_value(step, target, confirmation, metric=metric))
     for rank, step in enumerate(out, start=1):
         step["rank"] = rank
     return out
+
+
+def _confirmed_value(
+    step: dict[str, Any], target: str, confirmation: Mapping[str, Any] | None, *, metric: str
+) -> dict[str, Any]:
+    """A confirmed winner's accept shows the value its confirmation measured (the report's
+    key achievement), not the sweep's draw: `Keep NAME (VALUE) ...` gets the new VALUE."""
+    value = None if confirmation is None else confirmation.get("value")
+    head = f"{target} ("
+    action = str(step["action"])
+    if value is None or head not in action:
+        return dict(step)
+    start = action.index(head) + len(head)
+    end = action.find(")", start)
+    if end < 0:
+        return dict(step)
+    shown = with_unit(f"{value:.4g}", metric) + " in its confirmation"
+    return {**step, "action": action[:start] + shown + action[end:]}
+

@@ -24,6 +24,7 @@ from jobs.core.messages import render_report
 from jobs.core.plans import BatchPlan, RunConfig, resolve
 from jobs.core.presets import parse_preset
 from jobs.core.records import RunRecord
+from jobs.core.units import with_unit
 from jobs.engines.base import RunContext, now_iso, to_run_record
 from jobs.store import Store
 
@@ -152,6 +153,11 @@ def test_an_adaptive_sweep_finds_the_optimum_and_the_confirmation_gives_the_true
     assert adopt["approach"] == winner
     assert "(cuda-graph-max-bs=128, mem-fraction-static=0.8)" in adopt["action"]
     assert f"confirmed by batch {confirm.id}" in adopt["why"]
+    # The accept step shows the confirmed value, the key achievement's, not the sweep's draw.
+    accept = report["next_steps"][-1]
+    assert accept["kind"] == "accept" and accept["approach"] == winner
+    confirmed = with_unit(f"{confirmation['value']:.4g}", "output_throughput")
+    assert f"{winner} ({confirmed} in its confirmation)" in accept["action"]
     text = render_report(report, "text")
     assert text.splitlines()[1].startswith(
         f"Sweep tune (adaptive, 12 of 40 points measured): confirmed: "
