@@ -1,9 +1,10 @@
 """The chat line parser shared by Slack and the console: a line in, reply data out.
 
-`Router.handle` splits `[/specbench] COMMAND ...`, checks the allow-lists (every command but
-`help`: `Access.refusal`), calls the command (`jobs.commands`) and renders its data with the
-shared views; it never sends anything itself. A `run` or `retry` reply names the batch it
-started: the surface then opens the batch's thread (bot.thread).
+`Router.handle` refuses a line over `MAX_LINE_CHARS` before reading it, splits
+`[/specbench] COMMAND ...`, checks the allow-lists (every command but `help`: `Access.refusal`),
+calls the command (`jobs.commands`) and renders its data with the shared views; it never sends
+anything itself. A `run` or `retry` reply names the batch it started: the surface then opens the
+batch's thread (bot.thread).
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ from jobs.engines.base import Engine
 __all__ = ["COMMANDS", "Access", "Caller", "Reply", "Router", "parse_options", "split_line"]
 
 PREFIX = "/specbench"
+MAX_LINE_CHARS = 4_000
+"""The longest line a chat surface reads. Splitting a line costs CPU in proportion to its length
+(shlex is pure Python: a 900,000-character line took 12 s, while every other command waited),
+and no command needs more: a preset name is at most 128 characters, and a few `--set` values fit
+many times over."""
+SHOWN_CHARS = 40  # of an unknown word quoted back in an answer
 
 
 @dataclass(frozen=True)
@@ -60,6 +67,9 @@ class Router:
 
     def handle(self, line: str, *, caller: Caller, idempotency_key: str | None = None) -> Reply:
         """Route one line; a UserError becomes an ephemeral error reply."""
+        if len(line) > MAX_LINE_CHARS:
+            return _error(f"that line is {len(line):,} characters long; a command is at most "
+                          f"{MAX_LINE_CHARS:,}")
         try:
             words = split_line(line)
         except ValueError as exc:
@@ -168,7 +178,8 @@ _HANDLERS: dict[str, Callable[[list[str], Context, str | None], Reply]] = {
 
 def _unknown(word: str) -> Reply:
     hint = difflib.get_close_matches(word, COMMANDS, n=1) if word else []
-    message = f"unknown command {word!r}" if word else ""
+    shown = word if len(word) <= SHOWN_CHARS else word[:SHOWN_CHARS] + "..."
+    message = f"unknown command {shown!r}" if word else ""
     return Reply(text=views.error(message, hint=hint[0] if hint else None, usage=True),
                  exit_code=2)
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from jobs import settings
 from jobs.core.errors import PresetError
+from jobs.core.secret_refs import literal_secret_problems
 from jobs.core.sweeps import Sweep, sweep_problems
 
 Scalar = str | int | float | bool | None
@@ -104,10 +105,18 @@ def find_preset(name_or_path: str) -> Path:
     """A preset name (from `config/presets`) or a path to a YAML file (the CLI's)."""
     candidate = Path(name_or_path)
     if candidate.suffix in (".yaml", ".yml") or "/" in name_or_path:
-        if not candidate.is_file():
+        if not _is_file(candidate):
             raise PresetError(f"no preset file {name_or_path}")
         return candidate
     return _named(name_or_path)
+
+
+def _is_file(path: Path) -> bool:
+    """Whether `path` is a file; False for a name the file system refuses (too long...)."""
+    try:
+        return path.is_file()
+    except OSError:
+        return False
 
 
 NAMES_ONLY = (
@@ -115,25 +124,37 @@ NAMES_ONLY = (
     "a preset file runs only from the command line: specbench run FILE"
 )
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*")
+MAX_NAME_CHARS = 128  # a preset's name, so its file name fits any file system (255 bytes)
 
 
 def is_preset_name(word: str) -> bool:
-    """A bare name: no folder, no `..`, no .yaml/.yml suffix, nothing a path could be."""
-    return bool(_NAME.fullmatch(word)) and not word.lower().endswith((".yaml", ".yml"))
+    """A bare name: no folder, no `..`, no .yaml/.yml suffix, nothing a path could be, and at
+    most MAX_NAME_CHARS long."""
+    return (len(word) <= MAX_NAME_CHARS and bool(_NAME.fullmatch(word))
+            and not word.lower().endswith((".yaml", ".yml")))
 
 
 def find_named_preset(name: str) -> Path:
     """A preset of the config dir's presets folder, by name only (what chat may choose).
 
     Anything path-like is refused with one message that never says whether a file exists."""
+    if len(name) > MAX_NAME_CHARS:
+        raise PresetError(_too_long(name))
     if not is_preset_name(name):
         raise PresetError(NAMES_ONLY)
     return _named(name)
 
 
+def _too_long(name: str) -> str:
+    return (f"a preset name is at most {MAX_NAME_CHARS} characters; that one has {len(name):,}"
+            " (see `presets`)")
+
+
 def _named(name: str) -> Path:
+    if len(name) > MAX_NAME_CHARS:
+        raise PresetError(_too_long(name))
     path = presets_dir() / f"{name}.yaml"
-    if path.is_file():
+    if _is_file(path):
         return path
     known = preset_names()
     hint = difflib.get_close_matches(name, known, n=1)
@@ -181,6 +202,8 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
     _check_approaches(preset, node=node, source=source)
     _check_overridable(preset, node=node, source=source)
     _check_sweep(preset, node=node, source=source)
+    for loc, message in literal_secret_problems(preset)[:1]:  # SPEC: secrets stay references
+        raise PresetError(f"{source}{_line_of(node, loc)}: {message}")
     return preset
 
 
