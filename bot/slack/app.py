@@ -5,7 +5,8 @@ opens its thread (bot.thread). The Web API client is bot.slack.client's: on SLAC
 waits out rate limits. A retried or replayed delivery does nothing twice: a key already seen by
 this process (a command's trigger_id, an event's event_id) is dropped at once, whether or not
 Slack's retry headers say so, so that a `digest` or any other answer is posted once; a `run`'s
-key also reaches `Dispatcher.submit`, whose store keeps it across restarts.
+key also reaches `Dispatcher.submit`, whose store keeps it across restarts. A launch button
+(Retry, Re-run anyway) is keyed by the button, not the click: a double click starts one batch.
 
 In distributed mode the threads read events through the Redis consumer group
 (bot.thread.durable_feed), so a restarted bot resumes where its predecessor stopped. The process
@@ -117,13 +118,13 @@ class SpecbenchBot:
         @app.action("specbench_retry")
         async def on_retry(ack: Any, body: dict[str, Any]) -> None:
             await ack()
-            self.spawn(self.handle(line=f"retry {_value(body)}", **_clicker(body)))
+            self.spawn(self.handle(line=f"retry {_value(body)}", **_launcher(body)))
 
         @app.action("specbench_rerun_known")
         async def on_rerun_known(ack: Any, body: dict[str, Any]) -> None:
             await ack()  # the value is "BATCH APPROACH": that known dead end, started anyway
             self.spawn(self.handle(line=f"retry {_value(body)} --rerun-known",
-                                   **_clicker(body)))
+                                   **_launcher(body)))
 
         @app.action("specbench_logs")
         async def on_logs(ack: Any, body: dict[str, Any]) -> None:
@@ -160,6 +161,9 @@ class SpecbenchBot:
         if reply.started is not None:
             if reply.started.created:
                 self.hub.open(reply.started, channel=channel)
+            elif button:  # a second click on a launch button: say which batch it started
+                await self.poster.ephemeral(channel=channel, user=user, thread_ts=thread_ts,
+                                            message=Message(text=reply.text))
             return
         message = Message(text=reply.text, blocks=reply.blocks)
         if reply.ephemeral or button:
@@ -258,6 +262,19 @@ def _clicker(body: dict[str, Any]) -> dict[str, Any]:
         "key": idempotency_key(body.get("trigger_id"), body["actions"][0].get("action_ts")),
         "thread_ts": message.get("thread_ts") or message.get("ts"), "button": True,
     }
+
+
+def _launcher(body: dict[str, Any]) -> dict[str, Any]:
+    """A launch button's click (Retry, Re-run anyway): keyed by the button itself (the message
+    it is on, its action and value), not by the click, so that a double click, or a second
+    person's click, finds the batch the first one started instead of starting another (the
+    store keeps the key, as for `run`)."""
+    message_ts = ((body.get("message") or {}).get("ts")
+                  or (body.get("container") or {}).get("message_ts"))  # an ephemeral message's
+    action = body["actions"][0]
+    return {**_clicker(body), "key": idempotency_key(
+        (body.get("team") or {}).get("id"), body["channel"]["id"], message_ts,
+        action.get("action_id"), action.get("value"))}
 
 
 def run_bot(*, http_port: int | None) -> int:

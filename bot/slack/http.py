@@ -71,7 +71,8 @@ def is_signed(secret: str, *, body: bytes, headers: Any) -> bool:
     numeric timestamp of the last 5 minutes. Whatever the headers hold, False, never an error."""
     timestamp = headers.get("x-slack-request-timestamp", "")
     signature = headers.get("x-slack-signature", "")
-    if not (timestamp.isascii() and timestamp.isdigit()) or not signature:
+    # 12 digits is year 33658: a longer number cannot be fresh (and 400 digits overflow a float)
+    if not (timestamp.isascii() and timestamp.isdigit()) or len(timestamp) > 12 or not signature:
         return False
     if abs(time.time() - int(timestamp)) > MAX_AGE_S:
         return False
