@@ -7,6 +7,8 @@ Before Bolt sees a request it is checked here, cheaply and without logging its b
 that much has arrived: at most the cap and one chunk are held), a missing, non-numeric or stale
 timestamp or a bad signature is 401, and a signed body that is not UTF-8 or does not parse is
 400. Bolt's own check stays as a second line; its log line (which quotes the body) is cut.
+A 413 sent before the body was read closes its connection with a linger (bot/slack/linger.py),
+so that a client still sending reads the answer rather than a reset.
 """
 
 from __future__ import annotations
@@ -136,6 +138,8 @@ def asgi_app(bot: SpecbenchBot) -> Starlette:
 async def serve_http(bot: SpecbenchBot, port: int, *, host: str = "0.0.0.0") -> None:
     import uvicorn
 
+    from bot.slack.linger import LingeringH11Protocol
+
     config = uvicorn.Config(asgi_app(bot), host=host, port=port, log_level="warning",
-                            lifespan="on")
+                            lifespan="on", http=LingeringH11Protocol)
     await uvicorn.Server(config).serve()
