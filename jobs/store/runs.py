@@ -11,6 +11,7 @@ from sqlalchemy import Table, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from jobs.core.digest_memory import hardware, judged_results
+from jobs.core.grids import GridPoints
 from jobs.core.memory import config_key, stack_key
 from jobs.core.records import RunRecord, to_record
 from jobs.core.verdicts import median
@@ -88,19 +89,31 @@ class Runs(Database):
         verdict, and its delta_pct when it counts as judged (`judged_results`; a sweep's
         points never do, their confirmation batch judges the winner)."""
         with self._write() as session:
-            points: frozenset[str] = frozenset()
-            if report.get("sweep"):
-                plan = session.scalar(select(Batch.plan).where(Batch.id == batch_id))
-                points = sweep_points_of(plan)
-            values = verdict_values(batch_id, report, points)
-            if values:
-                session.execute(verdict_update(), values)
+            write_verdicts(session, batch_id=batch_id, report=report)
+
+
+def write_verdicts(session: Any, *, batch_id: str, report: dict[str, Any]) -> None:
+    """`Runs.put_verdicts` inside the caller's transaction (`Store.save_report` writes the
+    report and its verdicts in one)."""
+    points: frozenset[str] = frozenset()
+    if report.get("sweep"):
+        plan = session.scalar(select(Batch.plan).where(Batch.id == batch_id))
+        points = sweep_points_of(plan)
+    values = verdict_values(batch_id, report, points)
+    if values:
+        session.execute(verdict_update(), values)
 
 
 def sweep_points_of(plan: str | None) -> frozenset[str]:
-    """A stored plan's sweep points (JSON text)."""
+    """A stored plan's sweep points (JSON text): its grid's, named without building a plan (a
+    plan stored before points were made on demand lists them)."""
     data = json.loads(plan or "{}")
-    return frozenset(str(p.get("approach")) for p in data.get("points") or ())
+    if data.get("points"):
+        return frozenset(str(p.get("approach")) for p in data["points"])
+    sweep = data.get("sweep") or {}
+    if not sweep.get("grid"):
+        return frozenset()
+    return frozenset(p.approach for p in GridPoints(str(sweep.get("name")), sweep["grid"]))
 
 
 def verdict_update() -> Any:

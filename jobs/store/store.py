@@ -20,7 +20,7 @@ from jobs.store.database import NO_SYNC, UnknownBatch, now, rowcount
 from jobs.store.digest_queries import DigestQueries
 from jobs.store.leases import Leases
 from jobs.store.posts import Posts
-from jobs.store.runs import Runs
+from jobs.store.runs import Runs, write_verdicts
 from jobs.store.schema import Batch, BatchRow, UTCDateTime, to_batch_row
 
 # `refused`: the worker's preflight refused the batch before any server started (SPEC.md,
@@ -133,9 +133,13 @@ class Store(Runs, Leases, Posts, Comparisons, DigestQueries):
             raise UnknownBatch(batch_id)
 
     def save_report(self, batch_id: str, report: dict[str, Any]) -> None:
-        if not self._update(batch_id, report=json.dumps(report)):
-            raise UnknownBatch(batch_id)
-        self.put_verdicts(batch_id, report)  # the digest's judged columns on the runs
+        """The batch's report and the digest's judged columns on its runs (`put_verdicts`), in
+        one transaction: both are written or neither is."""
+        query = update(Batch).where(Batch.id == batch_id).values(report=json.dumps(report))
+        with self._write() as session:
+            if rowcount(session.execute(query, execution_options=NO_SYNC)) != 1:
+                raise UnknownBatch(batch_id)
+            write_verdicts(session, batch_id=batch_id, report=report)
 
     def delete_batch(self, batch_id: str) -> bool:
         """Delete a batch and its runs; False when there was none."""
