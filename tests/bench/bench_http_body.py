@@ -4,7 +4,9 @@ and the growth of its peak, VmHWM) and in log (its log file's size, before and a
 `run()` returns name → figure.
 
 Two bodies: one with a Content-Length (refused with 413 before a byte of it is read) and one
-chunked, with no length (read up to the cap, then refused).
+chunked, with no length (read up to the cap, then refused). Both sent by a client that watches
+for an early answer, and both again by one that sends all 20 MB before it reads (http.client):
+the lingering close (bot/slack/linger.py) lets that one read its 413 too.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def run() -> dict[str, str]:
     from tests.bot.conftest import DEMO
     from tests.bot.test_http_hardening import BotProcess, post_twenty_mb
+    from tests.bot.test_http_linger import post_with_http_client
     from tests.standin.slack_api import SlackStandin
 
     work = Path(tempfile.mkdtemp(prefix="bench-http-body-"))
@@ -43,6 +46,14 @@ def run() -> dict[str, str]:
                 f"+{bot.rss_mib('VmHWM') - peak:.1f})")
             figures[f"http_body.20MB_unsigned ({name}): bot log growth KiB"] = (
                 f"{(bot.log_bytes() - logged) / 1024:.2f}")
+        for name, chunked in (("Content-Length", False), ("chunked", True)):
+            started = time.monotonic()
+            try:
+                answer = str(post_with_http_client(bot.port, chunked=chunked)[0])
+            except OSError as exc:  # what a client saw before the lingering close
+                answer = type(exc).__name__
+            figures[f"http_body.20MB_unsigned, all sent before reading (http.client, {name}): "
+                    "status, s"] = f"{answer}, {time.monotonic() - started:.2f}"
     finally:
         bot.stop()
         standin.stop()
