@@ -2,9 +2,11 @@
 
 `--set`, the resolved baseline, every approach, the sweep's grid and the bench: a value the
 engine's argparse would refuse (`threads=abc`, `seed=` with nothing, 2.5 for an integer, a
-value outside the choices) is bad input, exit 2, nothing stored. The types are the engine's
-own (`jobs.engines.flag_types`), so this runs on the bot's host too, where SGLang is not; the
-worker's preflight checks flags and choices again against the installed release.
+value outside the choices), or that no process can be given (a NUL character in an argument or
+an environment value, `=` in an environment name: `check_passable`) is bad input, exit 2,
+nothing stored. The types are the engine's own (`jobs.engines.flag_types`), so this runs on the
+bot's host too, where SGLang is not; the worker's preflight checks flags and choices again
+against the installed release.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from jobs.engines.flag_types import TypeTable, table_for
 def check_values(plan: BatchPlan, *, sets: Sequence[str] = ()) -> None:
     """Raise KnobError (a `--set`) or PresetError (the preset's own values) for the first value
     the plan's engine would refuse; `sets` are the raw `KNOB=VALUE` strings, for the message."""
+    check_passable(plan)
     table = table_for(plan.engine)
     if table is None:
         return
@@ -69,3 +72,39 @@ def _refusal(
         # `--set seed=null` (or false) would silently drop the flag: a number is needed
         return flag_type.refusal(key, "" if value is None else value, engine=table.engine)
     return flag_type.refusal(key, value, engine=table.engine)
+
+
+def check_passable(plan: BatchPlan) -> None:
+    """Raise KnobError (a `--set`) or PresetError for a value no process can be given: the
+    operating system refuses a NUL character in an argument or in the environment, and `=` or
+    nothing as an environment variable's name; stored, such a batch would fail on the worker."""
+    for knob, value in plan.overrides.items():
+        if found := _unpassable(knob, value, env=knob.isupper()):
+            raise KnobError(f"--set {knob!r}: {found}")
+    where = f"preset {plan.preset!r}"
+    for config in plan.configs:
+        what = "baseline" if config.role == "baseline" else f"approach {config.approach!r}"
+        for key, value in config.server_args.items():
+            if found := _unpassable(key, value, env=False):
+                raise PresetError(f"{where}, {what}: {found}")
+        for key, value in config.env.items():
+            if found := _unpassable(key, value, env=True):
+                raise PresetError(f"{where}, {what}: {found}")
+    if plan.sweep is not None:
+        for key, values in plan.sweep.grid.items():
+            for value in values:
+                if found := _unpassable(key, value, env=bool(ENV_KNOB.match(key))):
+                    raise PresetError(f"{where}, sweep {plan.sweep.name!r}: {found}")
+    for key, value in plan.bench.items():
+        if found := _unpassable(key, value, env=False):
+            raise PresetError(f"{where}, bench: {found}")
+
+
+def _unpassable(key: str, value: Any, *, env: bool) -> str | None:
+    """Why `key` and `value` cannot reach a process, or None."""
+    if "\x00" in key or (env and ("=" in key or not key)):
+        return f"{key!r} cannot be {'an environment variable' if env else 'a flag'}'s name"
+    if isinstance(value, str) and "\x00" in value:
+        return (f"the value of {key} holds a NUL character (\\x00), which no process can be "
+                "given")
+    return None
