@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
-from typing import TextIO
+from typing import Any, TextIO
 
 from bot.chat.router import Caller, Reply, Router
 from bot.thread.messages import Message, Upload
@@ -82,6 +82,12 @@ class ConsolePoster:
         self, *, channel: str, user: str, message: Message, thread_ts: str | None = None
     ) -> None:
         self._draw(None, message.text, thread=thread_ts is not None)
+
+    async def find_reply(
+        self, *, channel: str, thread_ts: str, metadata: dict[str, Any] | None = None,
+        filename: str | None = None,
+    ) -> str | None:
+        return None  # the console keeps no posting state: nothing to find again
 
     def say(self, text: str) -> None:
         self._draw(None, text, thread=False)

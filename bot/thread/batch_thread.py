@@ -4,12 +4,13 @@ The thread is: a parent message (preset, who, host, queue position); in the thre
 message edited in place (bot.thread.progress_message), at most once per batch every `interval`
 seconds; at the end the summary as a reply with its buttons, the chart and the run records as
 uploads (bot.thread.summary_message), and the parent edited to the headline. Posting state lives
-in the store, so a restarted bot resumes a thread and posts each summary once
-(`ThreadHub.catch_up`). With a durable `Feed` (distributed mode: a Redis consumer group) each
-event is acknowledged only once its thread has handled it (an end event: once the summary is
-posted), so a bot that dies mid-batch leaves the rest of its events to its successor. A
-database blip stops nothing: every store call of the thread is retried with backoff
-(bot.thread.store_retry) and the thread carries on, its summary posted once the store is back.
+in the store, so a restarted bot resumes a thread and does each part of its end once, retried
+until done (`ThreadHub.catch_up`, bot.thread.thread_end). With a durable `Feed` (distributed
+mode: a Redis consumer group) each event is acknowledged only once its thread has handled it
+(an end event: once the summary is posted), so a bot that dies mid-batch leaves the rest of its
+events to its successor. A database blip stops nothing: every store call of the thread is
+retried with backoff (bot.thread.store_retry) and the thread carries on, its summary posted once
+the store is back.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 from bot.thread.messages import Ack, Message, redacted, render_message
 from bot.thread.progress_message import Coalescer, ProgressMessage
 from bot.thread.store_retry import FIRST_PAUSE_S, describe, is_blip, next_pause, patiently
-from bot.thread.summary_message import summary_message, summary_uploads
+from bot.thread.thread_end import finish_thread
 from jobs import settings
 from jobs.batches.dispatch import Submitted
 from jobs.core.events import Event
@@ -80,6 +81,10 @@ class BatchThread:
             position=self.position, live_workers=self.live_workers, report=self.report,
             ended=ended, error=error, warnings=list(plan.warnings) if not self.report else [],
         ))
+
+    def parent_message(self, *, ended: str | None = None, error: str | None = None) -> Message:
+        """The parent as it reads now (at the end: the headline)."""
+        return self._parent(ended=ended, error=error)
 
     def _progress(self, *, final: str | None = None) -> Message:
         return self.scrub(self.progress.render(final=final))
@@ -191,65 +196,18 @@ class BatchThread:
         self.edits.flushed()
 
     async def finish(self) -> None:
-        """Post the batch's end once (a durable claim in the store guards it)."""
-        store, poster, durable = self.hub.dispatcher.store, self.hub.poster, self.hub.durable
-        batch_id, what = self.row.id, f"summary of {self.row.id}"
-        if durable and not await patiently(lambda: store.claim_summary(batch_id), what=what):
-            self._ack_rest()  # another bot posts it
-            return
-        try:
-            row = await patiently(lambda: store.get_batch(batch_id), what=what) or self.row
-            self.row = row
-            self.report = self.report or row.report
-            if self.parent_ts is None:  # a batch that ended before its thread could open
-                await self.open()
-            assert self.parent_ts is not None and self.progress_ts is not None
-            state = row.state if row.state in TERMINAL_STATES else "done"
-            await self._final_progress(state)
-            if self.report is not None:
-                summary = summary_message(self.report, batch_id=row.id)
-                await poster.post(channel=self.channel, thread_ts=self.parent_ts,
-                                  message=self.scrub(summary))
-                records = await patiently(lambda: store.records(batch_id), what=what)
-                files = summary_uploads(records, report=self.report, batch_id=row.id,
-                                        plan=row.plan, redact=self.redact)
-                if files:
-                    await poster.upload(channel=self.channel, thread_ts=self.parent_ts,
-                                        files=files)
-            elif row.error and state in ("refused", "failed"):  # why it ended, in the thread
-                ending = render_message("batch_refused", batch=row.id, state=state,
-                                        error=row.error, host=row.host)
-                await poster.post(channel=self.channel, thread_ts=self.parent_ts,
-                                  message=self.scrub(ending))
-            ended = None if self.report else state
-            await poster.update(channel=self.channel, ts=self.parent_ts,
-                                message=self._parent(ended=ended, error=row.error))
-            if durable:
-                await patiently(lambda: store.mark_summary_posted(batch_id), what=what)
-            self._ack_rest()
-        except BaseException:
-            if durable:
-                self._release_claim()
-            raise
+        """Post the batch's end once: claimed in the store, each part recorded as it succeeds
+        (bot.thread.thread_end)."""
+        await finish_thread(self)
 
-    def _release_claim(self) -> None:
-        """Best effort: a claim left behind expires by itself (`claim_summary`'s ttl)."""
-        try:
-            self.hub.dispatcher.store.release_summary_claim(self.row.id)
-        except Exception as exc:
-            if not is_blip(exc):
-                raise
-            log.warning("batch %s: could not release the summary claim (%s); it expires",
-                        self.row.id, describe(exc))
-
-    def _ack_rest(self) -> None:
+    def ack_rest(self) -> None:
         """The thread has ended: its end event and whatever came after are handled."""
         while not self.events.empty():
             self._unacked.append(self.events.get_nowait()[1])
         self.hub.ack(*self._unacked)
         self._unacked.clear()
 
-    async def _final_progress(self, state: str) -> None:
+    async def final_progress(self, state: str) -> None:
         assert self.progress_ts is not None
         store, batch_id = self.hub.dispatcher.store, self.row.id
         self.progress.add_records(await patiently(lambda: store.records(batch_id),

@@ -22,6 +22,8 @@ class Message:
     text: str
     blocks: list[dict[str, Any]] | None = None
     fallback: str | None = None  # Slack's notification text (defaults to `text`)
+    # Slack's message metadata: a marker that finds the message again (bot.thread.ledger)
+    metadata: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,15 @@ class Poster(Protocol):
     async def update(self, *, channel: str, ts: str, message: Message) -> None: ...
 
     async def upload(self, *, channel: str, thread_ts: str, files: list[Upload]) -> None: ...
+
+    async def find_reply(
+        self, *, channel: str, thread_ts: str, metadata: dict[str, Any] | None = None,
+        filename: str | None = None,
+    ) -> str | None:
+        """The ts of a reply in the thread that carries `metadata` (its event_payload) or shares
+        a file named `filename`; None when there is none, or when this poster cannot read
+        threads (then a part whose attempt may have reached Slack is attempted again)."""
+        ...
 
     async def ephemeral(
         self, *, channel: str, user: str, message: Message, thread_ts: str | None = None
@@ -81,6 +92,7 @@ def redacted(message: Message, redact: Callable[[str], str]) -> Message:
         text=redact(message.text),
         blocks=None if message.blocks is None else _redact_tree(message.blocks, redact),
         fallback=None if message.fallback is None else redact(message.fallback),
+        metadata=message.metadata,
     )
 
 

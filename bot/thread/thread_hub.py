@@ -16,6 +16,7 @@ from bot.thread.messages import Ack, Feed, Poster
 from bot.thread.store_retry import FIRST_PAUSE_S, describe, is_blip, next_pause
 from jobs.batches.dispatch import Dispatcher, Submitted
 from jobs.core.events import Event
+from jobs.ops.owners import process_owner
 from jobs.store import TERMINAL_STATES
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,7 @@ class ThreadHub:
         durable: bool = True, feed: Feed | None = None,
     ) -> None:
         self.dispatcher = dispatcher
+        self.owner = process_owner()  # this bot, as the holder of a summary's claim
         self.durable = durable  # False (the console): the store keeps no posting state
         self.poster = poster
         self.interval = interval

@@ -86,6 +86,21 @@ class Batch(Base):
     progress_ts: Mapped[str | None] = mapped_column(String(64), nullable=True)
     summary_claim_until: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
     summary_posted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    # Who holds the summary's claim (0007_slack_parts): a dead holder's claim is taken at once.
+    summary_claim_owner: Mapped[str | None] = mapped_column(String(255), nullable=True)
+
+
+class SlackPart(Base):
+    """One part of a chat post done exactly once (0007_slack_parts): `pending` while an attempt
+    is under way, `done` with Slack's reference once it succeeded."""
+
+    __tablename__ = "slack_parts"
+
+    scope: Mapped[str] = mapped_column(String(255), primary_key=True)
+    part: Mapped[str] = mapped_column(String(255), primary_key=True)
+    state: Mapped[str] = mapped_column(String(16))
+    ref: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 class Run(Base):

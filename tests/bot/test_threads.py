@@ -47,6 +47,18 @@ class MemoryPoster:
                         thread_ts: str | None = None) -> None:
         self._add("ephemeral", message=message)
 
+    async def find_reply(self, *, channel: str, thread_ts: str,
+                         metadata: dict[str, Any] | None = None,
+                         filename: str | None = None) -> str | None:
+        for kind, _, f in self.calls:
+            message = f.get("message")
+            if kind == "post" and metadata and message is not None \
+                    and message.metadata == metadata:
+                return str(f["ts"])
+            if kind == "upload" and any(u.filename == filename for u in f["files"]):
+                return str(f["thread_ts"])
+        return None
+
     def of(self, kind: str) -> list[dict[str, Any]]:
         return [f for k, _, f in self.calls if k == kind]
 
@@ -111,12 +123,14 @@ def test_a_finished_batch_posts_summary_uploads_and_headline_once(
     assert [p["thread_ts"] for p in posts] == [None, "1", "1"]
     summary = posts[2]["message"]
     assert "Key achievement: faster" in summary.text and summary.fallback
-    (upload,) = poster.of("upload")
-    names = [f.filename for f in upload["files"]]
+    uploads = poster.of("upload")  # one file each: each upload is a part of its own
+    files = [f for u in uploads for f in u["files"]]
+    assert [len(u["files"]) for u in uploads] == [1, 1]
+    names = [f.filename for f in files]
     assert names[0].endswith("-chart.png") and names[1].endswith("-runs.jsonl")
     assert "1 improved" in poster.of("update")[-1]["message"].text
     everything = repr(poster.calls) + "".join(
-        f.content.decode(errors="replace") for f in upload["files"])
+        f.content.decode(errors="replace") for f in files)
     assert PLANTED not in everything
 
 
@@ -233,7 +247,7 @@ def test_a_durable_feed_is_acked_only_once_each_event_is_handled(
 
     asyncio.run(scenario())
     assert set(feed.acked) == set(feed.given)
-    assert len(poster.of("upload")) == 1
+    assert len(poster.of("upload")) == 2  # the chart and the run records, once each
 
 
 def test_a_hub_closed_mid_batch_leaves_the_rest_unacked(dispatcher: EmbeddedDispatcher) -> None:
