@@ -10,6 +10,8 @@ from pathlib import Path
 
 _PACKAGE = Path(__file__).resolve().parent
 _SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
+# A preset's `${NAME}` env value: a reference to a worker's variable, never a secret itself.
+_REFERENCE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 # `scheme://user:password@host`: the password part, whatever env variable it came from.
 _URL_PASSWORD = re.compile(r"(?P<head>\b[a-zA-Z][a-zA-Z0-9+.-]*://[^:/@\s]*:)[^@/\s]+(?=@)")
 
@@ -72,8 +74,15 @@ def secret_values(*environs: Mapping[str, str]) -> tuple[str, ...]:
     such as TOKENIZERS_PARALLELISM=false holds no secret: masking every "false" in a log would
     only hide what the failure rules and readers need."""
     values = {str(v) for env in environs for k, v in env.items() if is_secret_name(k)}
-    return tuple(sorted((v for v in values if len(v) >= 4 and v.lower() not in _NOT_SECRET),
-                        key=len, reverse=True))
+    return tuple(sorted(filter(is_secret_value, values), key=len, reverse=True))
+
+
+def is_secret_value(value: str) -> bool:
+    """Whether a value of a secret-looking name is one to hide: 4 characters or more, not a
+    switch (true, false, auto...), and not a `${NAME}` reference (jobs.core.secret_refs),
+    which names a secret without holding it."""
+    return (len(value) >= 4 and value.lower() not in _NOT_SECRET
+            and _REFERENCE.fullmatch(value) is None)
 
 
 _NOT_SECRET = frozenset({"true", "false", "none", "null", "auto", "unset", "disabled",
@@ -94,8 +103,10 @@ def redact_urls(text: str) -> str:
 
 
 def redact_env(env: dict[str, str]) -> dict[str, str]:
-    """An env mapping as it may be shown: secret-looking names read ***."""
-    return {k: ("***" if is_secret_name(k) else v) for k, v in env.items()}
+    """An env mapping as it may be shown: secret-looking names read ***, unless their value
+    is a `${NAME}` reference, which is shown as it is (SPEC.md: outputs keep the reference)."""
+    return {k: ("***" if is_secret_name(k) and _REFERENCE.fullmatch(str(v)) is None else v)
+            for k, v in env.items()}
 
 
 def utcnow() -> datetime.datetime:

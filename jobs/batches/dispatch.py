@@ -22,6 +22,7 @@ from jobs.core.errors import UserError
 from jobs.core.estimates import Estimate, PastRun, estimate, last_end, to_past_run
 from jobs.core.events import Event, LocalChannel, make_event
 from jobs.core.plans import BatchPlan
+from jobs.engines.base import worker_secrets
 from jobs.store import TERMINAL_STATES, BatchRow, Store
 
 log = logging.getLogger(__name__)
@@ -253,9 +254,10 @@ class EmbeddedDispatcher:
                     execute_batch(batch_id, store=self.store, sink=self.channel, engine=engine)
             except Exception as exc:  # noqa: BLE001 - a batch's bug must not kill the worker
                 log.exception("batch %s failed", batch_id)
-                self.store.set_state(batch_id, "failed", error=str(exc)[:500])
+                error = settings.redact(str(exc), secrets=worker_secrets())[:500]
+                self.store.set_state(batch_id, "failed", error=error)
                 self.channel.emit(make_event("batch.finished", batch_id, state="failed",
-                                             report=None, error=str(exc)[:500]))
+                                             report=None, error=error))
             finally:
                 with self._lock:
                     if batch_id in self._pending:

@@ -18,7 +18,7 @@ from jobs import settings
 from jobs.batches import remembering, sweeping
 from jobs.batches.planning import new_batch_id
 from jobs.core.errors import UserError
-from jobs.core.events import EventSink, make_event
+from jobs.core.events import EventSink, MaskedSink, make_event
 from jobs.core.memory import dead_end_record
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
@@ -27,7 +27,7 @@ from jobs.core.report import analyze
 from jobs.core.rules import RuleSet, load_rules
 from jobs.core.verdicts import Metric, Verdict, judge, median
 from jobs.engines import get_engine
-from jobs.engines.base import Engine, RunContext, now_iso, to_run_record, to_stored
+from jobs.engines.base import Engine, RunContext, now_iso, plan_secrets, to_run_record, to_stored
 from jobs.engines.flag_table import load_table
 from jobs.store import RERUN_STATUSES, BatchRow, Store
 
@@ -92,6 +92,7 @@ def execute_batch(
     after the sweep; taken up on its own (a recovery sweep) it is left for the sweep to resume."""
     row = _row(store, batch_id)
     plan = row.plan
+    sink = MaskedSink(sink, secrets=plan_secrets(plan))  # SPEC.md: events keep references
     if plan.confirms is not None and not inline:
         return {}
     engine = engine or get_engine(plan.engine)

@@ -5,9 +5,10 @@ from __future__ import annotations
 import secrets
 
 from jobs import settings
-from jobs.core.errors import UserError
+from jobs.core.errors import KnobError, UserError
 from jobs.core.plans import BatchPlan, resolve
 from jobs.core.presets import Scalar, load_preset
+from jobs.core.secret_refs import first_literal_secret, literal_secret_reason
 from jobs.engines.base import Engine
 from jobs.store import BatchRow, Store
 
@@ -50,7 +51,11 @@ def submit(
     channel: str | None = None,
     idempotency_key: str | None = None,
 ) -> tuple[BatchRow, bool]:
-    """Store a new queued batch (or find the one this idempotency key already made)."""
+    """Store a new queued batch (or find the one this idempotency key already made); a plan
+    that holds a secret in clear is refused, whatever built it (SPEC.md: references only)."""
+    knob = first_literal_secret(c.env for c in (*plan.configs, *plan.points))
+    if knob is not None:
+        raise KnobError(literal_secret_reason(knob))
     return store.create_batch(
         batch_id=new_batch_id(), preset=plan.preset, engine=plan.engine, queue=plan.queue,
         requested_by=requested_by, plan=plan, channel=channel,

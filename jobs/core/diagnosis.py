@@ -3,8 +3,9 @@
 `facts_of` reads a record (the engine, its fingerprint, its server args); `flag_problem` reads
 the line a bad-config failure was classified by: a flag the flag table knows as renamed, one
 that exists only in some releases, an unknown flag, a value outside the flag's vocabulary or
-type, or settings that conflict. The flag table lives with the engines; the core sees it
-through `FlagFacts`, a protocol that jobs.engines.flag_table.FlagTable meets.
+type, settings that conflict, or an env `${NAME}` the worker's environment lacks. The flag
+table lives with the engines; the core sees it through `FlagFacts`, a protocol that
+jobs.engines.flag_table.FlagTable meets.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ _CHOICE = re.compile(
 )
 _BAD_TYPE = re.compile(r"^invalid \w+ value: (?P<value>'[^']*'|\S+)")
 _TAIL = re.compile(r"^(?P<head>.*?) \((?P<hint>[^()]*)\)\s*$")
+# secret_refs.UNSET_LINE: the knob of the preset's env, and the variable it refers to.
+_UNSET = re.compile(r"^specbench: env (?P<knob>\S+): \$\{(?P<name>\w+)\} is not set in the ")
 _BOUNDED = re.compile(r"is in SGLang \S+ and later|no SGLang release has")
 
 
@@ -125,6 +128,8 @@ def flag_problem(
     if (found := _ARGUMENT.search(line)) is not None and "not allowed with" not in line:
         flag = found.group("flag").split("/")[0].strip()
         return _bad_value(flag, found.group("message"), line=line, table=table, version=version)
+    if (found := _UNSET.search(line)) is not None:  # a `${NAME}` the worker lacks
+        return FlagProblem("env", line=line, flag=found.group("knob"), hint=found.group("name"))
     if (match is not None and match.rule.name in CONFLICT_RULES) or "not allowed with" in line:
         return FlagProblem("conflict", line=line)
     return FlagProblem("other", line=line)

@@ -16,7 +16,9 @@ An event is a flat JSON object: `{"type": ..., "batch": ..., "at": ISO time, ...
     batch.cancelled     report (the partial report)
 
 Sinks share one interface: the embedded in-process channel here, a Redis Stream in
-distributed mode (`jobs/broker/streams.py`).
+distributed mode (`jobs/broker/streams.py`). A worker emits through a `MaskedSink`, so that no
+event carries a secret of its environment or what a `${NAME}` reference resolved to (SPEC.md
+"Secrets stay references"): whatever text an event quotes (a log line, an error) reads ***.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from __future__ import annotations
 import datetime as dt
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
+
+from jobs.settings import redact
 
 Event = dict[str, Any]
 
@@ -52,6 +56,27 @@ class CallbackSink:
 
     def emit(self, event: Event) -> None:
         self._callback(event)
+
+
+class MaskedSink:
+    """Passes every event on with each of `secrets` read *** in every text it holds."""
+
+    def __init__(self, sink: EventSink, *, secrets: Sequence[str]) -> None:
+        self._sink = sink
+        self._secrets = tuple(secrets)
+
+    def emit(self, event: Event) -> None:
+        self._sink.emit(_masked(event, self._secrets) if self._secrets else event)
+
+
+def _masked(value: Any, secrets: tuple[str, ...]) -> Any:
+    if isinstance(value, str):
+        return redact(value, secrets=secrets)
+    if isinstance(value, dict):
+        return {_masked(k, secrets): _masked(v, secrets) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_masked(v, secrets) for v in value]
+    return value
 
 
 class LocalChannel:

@@ -17,6 +17,7 @@ import yaml
 
 from jobs.core.errors import KnobError, UserError
 from jobs.core.presets import PROTECTED_WHY, Approach, Preset, Scalar, is_protected_knob
+from jobs.core.secret_refs import is_literal_secret, literal_secret_reason, reference_name
 from jobs.core.sweeps import (
     ENV_KNOB,
     Sweep,
@@ -126,6 +127,9 @@ def resolve(
         raise UserError(f"--reps must be at least 1, got {reps}")
     _check_overrides(preset, overrides)
     env_knobs = _env_knobs(preset)
+    for knob, value in overrides.items():  # SPEC.md: secrets stay references
+        if (knob in env_knobs or knob.isupper()) and is_literal_secret(knob, value):
+            raise KnobError(f"--set {literal_secret_reason(knob)}")
     by_name = {a.name: a for a in preset.approaches}
 
     base_args = _merge({}, preset.baseline.server_args)
@@ -277,7 +281,7 @@ def _same(a: Any, b: Any) -> bool:
 def _show(value: Any, *, secret: bool = False) -> str:
     if value is None:
         return "unset"
-    return "***" if secret else str(value)
+    return "***" if secret and reference_name(value) is None else str(value)
 
 
 def _chain(approach: Approach, by_name: dict[str, Approach]) -> list[Approach]:

@@ -12,7 +12,7 @@ import functools
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -22,7 +22,8 @@ from jobs.core.errors import PresetError
 
 EFFORTS = ("low", "medium", "high")
 # What the engine rejected, for a bad-config failure (jobs.core.diagnosis).
-FLAG_PROBLEMS = ("renamed", "bounded", "unknown", "value", "conflict", "other")
+FlagKind = Literal["renamed", "bounded", "unknown", "value", "conflict", "env", "other"]
+FLAG_PROBLEMS: tuple[str, ...] = get_args(FlagKind)
 PLACEHOLDERS = frozenset({
     "approaches", "compute_capability", "gpu", "interconnect", "metric", "unit", "engine",
     "flag", "new_flag", "value", "choices", "hint", "release", "evidence",
@@ -49,7 +50,7 @@ class When(BaseModel):
     gpu: bool | None = None
     multi_gpu: bool | None = None
     speculative: bool | None = None
-    flag: Literal["renamed", "bounded", "unknown", "value", "conflict", "other"] | None = None
+    flag: FlagKind | None = None
 
     def holds(self, facts: Facts) -> bool:
         wanted = self.model_dump(exclude_none=True)

@@ -44,7 +44,7 @@ KINDS = ("cause", "fallback")
 
 CAUSE_TEXT: dict[str, str] = {
     "arch-unsupported": "the GPU's architecture is not supported by a kernel or library",
-    "bad-config": "the engine rejected a flag or a combination of flags",
+    "bad-config": "a flag, a combination of flags or an env reference was refused",
     "out-of-memory": "the GPU (or host) ran out of memory",
     "cuda-graph-incompatible": "an operation cannot run inside a captured CUDA graph",
     "nccl-error": "a collective communication (NCCL) call failed or hung",

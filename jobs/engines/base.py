@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
+from jobs.core.secret_refs import reference_values, resolve_env
 from jobs.settings import redact, redact_env, secret_values
 
 # Called with a phase name and details: ("launching", {}), ("ready", {}), ("warmup", {"of": 3})
@@ -97,13 +98,47 @@ def to_run_record(
         finished_at=now_iso(),
         extra=extra or {},
     )
-    return mask_record(record, secrets=secret_values(os.environ, config.env))
+    return mask_record(record, secrets=worker_secrets(config.env))
 
 
 def to_stored(record: RunRecord, plan: BatchPlan) -> RunRecord:
     """A record as the worker stores it: masked with the secrets of its own environment and of
     every configuration of the batch, whatever process shows it later."""
-    return mask_record(record, secrets=secret_values(os.environ, *(c.env for c in plan.configs)))
+    return mask_record(record, secrets=plan_secrets(plan))
+
+
+def worker_secrets(*envs: Mapping[str, str]) -> tuple[str, ...]:
+    """What this process must never show: the secret-looking values of its own environment
+    and of `envs` (configurations' env), and every value their `${NAME}` references resolve
+    to here, whatever NAME is (SPEC.md "Secrets stay references"); longest first."""
+    found = {*secret_values(os.environ, *envs), *reference_values(envs, environ=os.environ)}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+def plan_secrets(plan: BatchPlan) -> tuple[str, ...]:
+    """`worker_secrets` of every configuration of a plan, its sweep's points included."""
+    return worker_secrets(*(c.env for c in (*plan.configs, *plan.points)))
+
+
+@dataclass(frozen=True)
+class ServerEnv:
+    """The environment a configuration's server starts with, resolved at process start."""
+
+    env: dict[str, str]  # this process's environment, then the configuration's, resolved
+    secrets: tuple[str, ...]  # what its output must never show (`worker_secrets`)
+    unset: tuple[str, ...]  # one line per `${NAME}` this environment lacks: a bad-config
+
+    @property
+    def is_complete(self) -> bool:
+        return not self.unset
+
+
+def server_env(config: RunConfig, **extra: str) -> ServerEnv:
+    """The configuration's env with its references taken from this process's environment
+    (the worker's), only now that a server starts; `extra` is the engine's own settings."""
+    resolved = resolve_env(config.env, environ=os.environ)
+    env = {**os.environ, **resolved.env, **extra}
+    return ServerEnv(env=env, secrets=worker_secrets(config.env, env), unset=resolved.unset)
 
 
 def mask_record(record: RunRecord, *, secrets: Iterable[str]) -> RunRecord:

@@ -24,10 +24,10 @@ from typing import Any
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.engines import local_child
-from jobs.engines.base import RunContext, now_iso, to_run_record
+from jobs.engines.base import RunContext, now_iso, server_env, to_run_record
 from jobs.engines.flags import to_flag
 from jobs.engines.procs import LineCallback, ProcessGroup
-from jobs.settings import redact, secret_values
+from jobs.settings import redact
 
 # Knobs that decide the model and the prompts: with all of them equal to the baseline's, greedy
 # output must equal the baseline's too.
@@ -101,14 +101,21 @@ class LocalEngine:
     def run(self, config: RunConfig, ctx: RunContext) -> RunRecord:
         started_at = now_iso()
         argv = [sys.executable, "-m", "jobs.engines.local_child", *self.to_child_argv(config, ctx)]
-        env = {**os.environ, **config.env, "PYTHONUNBUFFERED": "1"}
+        started = server_env(config, PYTHONUNBUFFERED="1")  # `${NAME}` read here, at start
+        env = started.env
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
-        secrets = secret_values(env)  # the log file is masked at the source, as the record is
+        secrets = started.secrets  # the log file is masked at the source, as the record is
         header = redact("specbench: " + " ".join(argv[1:]), secrets=secrets)
         _append_log(ctx.log_path, header)
+        if not started.is_complete:  # a reference the worker lacks: bad-config, no child
+            for line in started.unset:
+                _append_log(ctx.log_path, line)
+            return to_run_record(config, ctx, status="failed", started_at=started_at,
+                                 log_tail="\n".join([header, *started.unset]))
         events: queue.Queue[dict[str, Any]] = queue.Queue()
         ctx.on_phase("launching", {})
-        group = ProcessGroup(argv, env=env, log_path=ctx.log_path, on_line=_reader(events))
+        group = ProcessGroup(argv, env=env, log_path=ctx.log_path, on_line=_reader(events),
+                             secrets=secrets)
         progress = _Progress()
         try:
             outcome, note = self._watch(group, events, progress, ctx)

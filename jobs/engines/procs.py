@@ -157,12 +157,14 @@ class ProcessGroup:
         log_path: Path,
         on_line: LineCallback | None = None,
         cwd: Path | None = None,
+        secrets: Sequence[str] = (),
     ) -> None:
         self.argv = list(argv)
         self.log_path = log_path
         # Masked at the source: the log file, the tail and the callback never see a secret
-        # of the child's environment (SPEC.md: by name, see settings.secret_values).
-        self._secrets = settings.secret_values(env)
+        # of the child's environment (SPEC.md: by name, see settings.secret_values) nor any
+        # of `secrets` (what its `${NAME}` references resolved to: base.server_env).
+        self._secrets = tuple({*settings.secret_values(env), *secrets})
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self._on_line = on_line
         log_path.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import secrets
 import threading
@@ -40,7 +39,7 @@ from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import Match, RuleSet, load_rules
 from jobs.engines import preflight
-from jobs.engines.base import RunContext, now_iso, to_run_record
+from jobs.engines.base import RunContext, now_iso, server_env, to_run_record
 from jobs.engines.fingerprint import host_fingerprint
 from jobs.engines.flag_table import load_table, to_release
 from jobs.engines.procs import TAIL_LINES, ProcessGroup, free_port
@@ -223,7 +222,8 @@ class _Run:
         self.ctx = ctx
         self.python = sglang_python()
         self.port = free_port()
-        self.env = {**os.environ, **{k: str(v) for k, v in config.env.items()}}
+        self.started = server_env(config)  # `${NAME}` read here, on the worker, at start
+        self.env = self.started.env
         self.watch = _Watch(rules, self.port)
         self.server: ProcessGroup | None = None
         self.bench: ProcessGroup | None = None
@@ -291,13 +291,19 @@ class _Run:
         return None
 
     def _launch(self) -> _Ending | None:
+        if not self.started.is_complete:  # a reference the worker lacks: bad-config
+            self.ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with self.ctx.log_path.open("a", encoding="utf-8") as handle:
+                handle.writelines(line + "\n" for line in self.started.unset)
+            return _Ending("failed", extra_lines=list(self.started.unset))
         argv = [
             self.python, "-m", "sglang.launch_server", "--host", "127.0.0.1",
             "--port", str(self.port), *to_cli_args(self.config.server_args),
         ]
         try:
             self.server = ProcessGroup(
-                argv, env=self.env, log_path=self.ctx.log_path, on_line=self.watch.on_line
+                argv, env=self.env, log_path=self.ctx.log_path, on_line=self.watch.on_line,
+                secrets=self.started.secrets,
             )
         except OSError as exc:
             return _Ending("failed", extra_lines=[f"specbench: cannot start {self.python}: {exc}"])
@@ -333,7 +339,8 @@ class _Run:
             *to_cli_args(bench),
         ]
         try:
-            self.bench = ProcessGroup(argv, env=self.env, log_path=self.bench_log)
+            self.bench = ProcessGroup(argv, env=self.env, log_path=self.bench_log,
+                                      secrets=self.started.secrets)
         except OSError as exc:
             return _Ending("failed", extra_lines=[f"specbench: cannot start bench_serving: {exc}"])
         deadline = time.monotonic() + self.ctx.plan.bench_s

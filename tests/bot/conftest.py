@@ -36,7 +36,7 @@ from tests.standin.slack_api import SlackStandin
 
 SIGNING_SECRET = "test-signing-secret-0123"
 BOT_TOKEN = "xoxb-planted-bot-token-4567"
-PLANTED = "sk-planted-api-key-89ab"  # MY_API_KEY in a configuration's env and a log line
+PLANTED = "sk-planted-api-key-89ab"  # the worker's MY_API_KEY (demo: ${MY_API_KEY}), a log line
 DEMO = """\
 name: demo
 description: A fake batch for the chat tests
@@ -49,7 +49,7 @@ bench: {num-prompts: 1}
 overridable: [mem-fraction-static]
 baseline:
   server_args: {model-path: /models/tiny, mem-fraction-static: 0.8}
-  env: {FAKE_VALUE: "100", MY_API_KEY: "PLANTED"}
+  env: {FAKE_VALUE: "100", MY_API_KEY: "${MY_API_KEY}"}
 approaches:
   - name: faster
     hypothesis: A faster kernel
@@ -102,8 +102,9 @@ class FakeEngine:
 
 
 @pytest.fixture
-def demo_config(config_copy: Path) -> Path:
+def demo_config(config_copy: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (config_copy / "presets" / "demo.yaml").write_text(DEMO)
+    monkeypatch.setenv("MY_API_KEY", PLANTED)  # what the demo's ${MY_API_KEY} resolves to
     return config_copy
 
 

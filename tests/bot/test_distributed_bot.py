@@ -44,7 +44,7 @@ overridable: []
 baseline:
   server_args: {model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
                 cuda-graph-max-bs: 8}
-  env: {STANDIN_STARTUP_S: "0.2", MY_API_KEY: "PLANTED"}
+  env: {STANDIN_STARTUP_S: "0.2", MY_API_KEY: "${MY_API_KEY}"}
 approaches:
   - name: slow-start
     hypothesis: the configuration during which the bot dies
@@ -52,13 +52,15 @@ approaches:
   - name: after
     hypothesis: runs while no bot is up
     env: {STANDIN_THROUGHPUT: "70"}
-""".replace("PLANTED", PLANTED)
+"""
 
 
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Site]:
     gen = redis_db()
-    yield make_site(tmp_path, next(gen), {"standin-bot": PRESET})
+    made = make_site(tmp_path, next(gen), {"standin-bot": PRESET})
+    made.env["MY_API_KEY"] = PLANTED  # the worker's secret, the preset's ${MY_API_KEY}
+    yield made
     next(gen, None)
 
 

@@ -1,7 +1,8 @@
 """Secrets are masked at the source (issue 10, item 5): the worker stores run records and writes
-server logs masked, by name (SPEC.md), with its own environment and the configurations' env, so
-that no process that shows them later (Slack's upload, "Show logs", `specbench show`) needs to
-know the secret to hide it.
+server logs masked, by name (SPEC.md), with its own environment and what the configurations'
+`${NAME}` references resolve to there, so that no process that shows them later (Slack's
+upload, "Show logs", `specbench show`) needs to know the secret to hide it. A configuration's
+secret is a reference (issue 19, item 4): the database holds no secret at all.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from tests.standin.harness import Standin, make_standin
 REPO = Path(__file__).resolve().parents[2]
 WORKER_TOKEN = "hf_worker-only-7c1e9a5b3d"  # set only in the worker's environment
 WORKER_SETTING = "sb-worker-setting-44e1f0"  # a SPECBENCH_* variable with a secret-like name
-CONFIG_KEY = "cfg-api-key-2b8d6f0a"  # set only in a configuration's env
+CONFIG_KEY = "cfg-api-key-2b8d6f0a"  # the worker's MY_API_KEY: a configuration's ${MY_API_KEY}
 SECRETS = (WORKER_TOKEN, WORKER_SETTING, CONFIG_KEY)
 PRINTED = "HF_TOKEN,SPECBENCH_UPLOAD_PASSWORD,MY_API_KEY"
 
@@ -37,6 +38,7 @@ def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Standin:
     setup = make_standin(tmp_path, monkeypatch)
     monkeypatch.setenv("HF_TOKEN", WORKER_TOKEN)
     monkeypatch.setenv("SPECBENCH_UPLOAD_PASSWORD", WORKER_SETTING)
+    monkeypatch.setenv("MY_API_KEY", CONFIG_KEY)
     return setup
 
 
@@ -48,7 +50,7 @@ def _found(text: str) -> list[str]:
 def test_records_logs_and_the_database_never_hold_a_secret(
     standin: Standin, tmp_path: Path
 ) -> None:
-    env = {"STANDIN_PRINT_ENV": PRINTED, "MY_API_KEY": CONFIG_KEY}
+    env = {"STANDIN_PRINT_ENV": PRINTED, "MY_API_KEY": "${MY_API_KEY}"}
     plan = standin.plan(
         standin.config("baseline", role="baseline", env=env),
         standin.config("crash", "crash", env={**env, "STANDIN_STARTUP_S": "0.1"}),
@@ -65,17 +67,13 @@ def test_records_logs_and_the_database_never_hold_a_secret(
     for record in records:
         assert "environment: HF_TOKEN=***" in record.log_tail, record.log_tail
         assert "environment: MY_API_KEY=***" in record.log_tail
-        assert record.env["MY_API_KEY"] == "***"  # by name, as SPEC.md says
+        assert record.env["MY_API_KEY"] == "${MY_API_KEY}"  # the reference, never the value
         assert _found(record.to_json()) == []
 
-    # The database: no secret of the worker anywhere; a configuration's own secret only in the
-    # batch's plan (what the worker must run), never in a run or the report.
+    # The database: no secret anywhere, the batch's plan included (it keeps the reference).
     with sqlite3.connect(database) as connection:
         dump = "\n".join(connection.iterdump())
-        runs = "\n".join(map(str, connection.execute("SELECT * FROM runs").fetchall()))
-        report = str(connection.execute("SELECT report, error FROM batches").fetchall())
-    assert _found(dump.replace(CONFIG_KEY, "")) == []
-    assert _found(runs) == [] and _found(report) == []
+    assert _found(dump) == [] and "${MY_API_KEY}" in dump
 
     # The server logs on disk, the server's and bench_serving's.
     logs = sorted((tmp_path / "data" / "logs").rglob("*.log"))

@@ -22,11 +22,15 @@ Environment (a configuration's `env` sets them):
   STANDIN_HELP_LOG    a line is appended here on every `--help`
   STANDIN_PRINT_ENV   comma-separated names of environment variables the server logs, with their
                       values, at start (as servers that dump their environment do)
+  STANDIN_DIGEST_ENV  comma-separated names whose values' SHA-256 the server logs at start
+                      ("environment sha256: NAME=<hex>"; "NAME unset" when it has none): a test
+                      sees what the server received without the value in any log
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import multiprocessing
 import os
 import signal
@@ -181,6 +185,10 @@ def main(argv: list[str]) -> int:
     log(f"server_args=ServerArgs({shown})", rank=None)
     for name in filter(None, (os.environ.get("STANDIN_PRINT_ENV") or "").split(",")):
         log(f"environment: {name}={os.environ.get(name, '')}", rank=None)
+    for name in filter(None, (os.environ.get("STANDIN_DIGEST_ENV") or "").split(",")):
+        value = os.environ.get(name)
+        shown = "unset" if value is None else hashlib.sha256(value.encode()).hexdigest()
+        log(f"environment sha256: {name}={shown}", rank=None)
     httpd = ThreadingHTTPServer((host, port), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     for rank in range(ranks):
