@@ -1,0 +1,148 @@
+"""Secret references, the pure rules and their adapters (issue 19, item 4): what counts as a
+literal secret, how a worker resolves `${NAME}`, what it masks, and how a missing NAME is
+diagnosed. The end-to-end runs are in tests/bot/test_secret_references.py."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobs.core.errors import KnobError, PresetError
+from jobs.core.events import MaskedSink, make_event
+from jobs.core.plans import RunConfig, resolve
+from jobs.core.presets import parse_preset
+from jobs.core.remedies import load_remedies
+from jobs.core.report import analyze
+from jobs.core.rules import load_rules
+from jobs.core.secret_refs import (
+    UNSET_LINE,
+    is_literal_secret,
+    reference_name,
+    reference_values,
+    resolve_env,
+)
+from jobs.core.verdicts import Metric
+from jobs.engines.base import RunContext, server_env, worker_secrets
+from jobs.engines.local import LocalEngine
+from jobs.settings import redact_env, secret_values
+from tests.conftest import make_plan, make_record
+
+VALUE = "sk-unit-secretref-3f9a1c"
+
+PRESET = """\
+name: p
+engine: local
+baseline:
+  server_args: {hidden-size: 8}
+  env: {FOO_TOKEN: "${FOO_TOKEN}", TOKENIZERS_PARALLELISM: "false", NCCL_ALGO: Tree}
+overridable: [FOO_TOKEN, API_KEY]
+approaches:
+  - name: a
+    env: {API_KEY: "${VAULT_ITEM}"}
+"""
+
+
+def test_what_counts_as_a_literal_secret() -> None:
+    assert is_literal_secret("HF_TOKEN", "hf_abcdef")
+    assert is_literal_secret("my_api_key", "abcd")  # case-insensitive names
+    assert is_literal_secret("DB_PASSWORD", 12345678)  # a number is a value too
+    assert not is_literal_secret("HF_TOKEN", "${HF_TOKEN}")
+    assert not is_literal_secret("HF_TOKEN", "${OTHER_NAME}")
+    # Values masking would never hide are no secret: switches and very short values.
+    assert not is_literal_secret("TOKENIZERS_PARALLELISM", "false")
+    assert not is_literal_secret("KEY_SIZE", "16")
+    assert not is_literal_secret("NCCL_ALGO", "a-long-plain-value")
+    # A reference must be the whole value.
+    assert is_literal_secret("HF_TOKEN", "Bearer ${HF_TOKEN}")
+    assert reference_name("${A_1}") == "A_1" and reference_name("$A") is None
+    assert reference_name("${1A}") is None
+
+
+def test_resolving_takes_the_workers_values_and_names_what_it_lacks() -> None:
+    env = {"FOO_TOKEN": "${FOO_TOKEN}", "LABEL": "${PLAIN}", "MISSING_KEY": "${NOPE}",
+           "NCCL_ALGO": "Tree"}
+    resolved = resolve_env(env, environ={"FOO_TOKEN": VALUE, "PLAIN": "plain-value"})
+    assert resolved.env == {"FOO_TOKEN": VALUE, "LABEL": "plain-value", "NCCL_ALGO": "Tree"}
+    assert resolved.unset == (UNSET_LINE.format(knob="MISSING_KEY", name="NOPE"),)
+    assert resolved.unset[0] == (
+        "specbench: env MISSING_KEY: ${NOPE} is not set in the worker's environment")
+    # Every resolved value is masked, whatever its variable's name; a reference is never.
+    assert reference_values([env], environ={"FOO_TOKEN": VALUE, "PLAIN": "plain-value"}) == (
+        VALUE, "plain-value")
+    assert secret_values(env) == ()
+    assert redact_env(env) == {**env, "NCCL_ALGO": "Tree"}
+    assert redact_env({"FOO_TOKEN": VALUE})["FOO_TOKEN"] == "***"
+
+
+def test_the_worker_resolves_at_start_and_masks_what_it_resolved(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("VAULT_ITEM", VALUE)
+    monkeypatch.delenv("FOO_TOKEN", raising=False)
+    config = RunConfig(approach="a", role="approach", parent=None, hypothesis="",
+                       change={"server_args": {}, "env": {}}, server_args={},
+                       env={"LABEL": "${VAULT_ITEM}", "FOO_TOKEN": "${FOO_TOKEN}"})
+    started = server_env(config, EXTRA="1")
+    assert started.env["LABEL"] == VALUE and started.env["EXTRA"] == "1"
+    assert "FOO_TOKEN" not in started.env  # never the reference itself
+    assert VALUE in started.secrets and not started.is_complete
+    assert VALUE in worker_secrets(config.env)
+
+    sent: list[dict[str, object]] = []
+
+    class Sink:
+        def emit(self, event: dict[str, object]) -> None:
+            sent.append(event)
+
+    MaskedSink(Sink(), secrets=worker_secrets(config.env)).emit(make_event(
+        "approach.finished", "b-1", why=f"line with {VALUE}", report={"x": [VALUE, 1]}))
+    assert VALUE not in str(sent) and sent[0]["why"] == "line with ***"
+
+
+def test_a_preset_keeps_references_and_refuses_literals_with_the_hint() -> None:
+    preset = parse_preset(PRESET, source="p.yaml", stem="p")
+    plan = resolve(preset, overrides={"FOO_TOKEN": "${OTHER}"})
+    assert plan.baseline.env["FOO_TOKEN"] == "${OTHER}"
+    assert plan.config("a").env["API_KEY"] == "${VAULT_ITEM}"
+    with pytest.raises(KnobError, match=r"--set env API_KEY holds a literal secret: "
+                                        r"write API_KEY: \$\{API_KEY\}"):
+        resolve(preset, overrides={"API_KEY": VALUE})
+    literal = PRESET.replace('"${VAULT_ITEM}"', f'"{VALUE}"')
+    with pytest.raises(PresetError) as refused:
+        parse_preset(literal, source="p.yaml", stem="p")
+    assert str(refused.value).startswith("p.yaml:9: env API_KEY holds a literal secret")
+    assert VALUE not in str(refused.value)
+
+
+def test_a_missing_reference_is_bad_config_with_its_remedy() -> None:
+    line = UNSET_LINE.format(knob="HF_TOKEN", name="HF_TOKEN")
+    base = make_record("baseline", samples=[100.0, 101.0])
+    failed = make_record("gated", status="failed", samples=[], log_tail=line)
+    report = analyze([base, failed], metric=Metric("output_throughput"), rules=load_rules(),
+                     remedies=load_remedies(), engine="sglang")
+    (result,) = [r for r in report["results"] if r["approach"] == "gated"]
+    assert result["cause"] == "bad-config" and "${HF_TOKEN} is not set" in result["why"]
+    steps = [s["action"] for s in report["next_steps"]]
+    assert any(s.startswith("Set HF_TOKEN in the environment of the worker that runs gated")
+               for s in steps), steps
+
+
+def test_the_local_engine_starts_no_child_without_the_value(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("NOT_SET_ANYWHERE", raising=False)
+    plan = make_plan(engine="local")
+    config = RunConfig(approach="baseline", role="baseline", parent=None, hypothesis="",
+                       change={"server_args": {}, "env": {}}, server_args={},
+                       env={"HF_TOKEN": "${NOT_SET_ANYWHERE}"})
+    phases: list[str] = []
+    ctx = RunContext(batch_id="b-1", plan=plan, log_path=tmp_path / "baseline.log",
+                     fingerprint={}, on_phase=lambda name, _: phases.append(name),
+                     should_stop=lambda: False)
+    record = LocalEngine().run(config, ctx)
+    assert record.status == "failed" and "launching" not in phases
+    assert record.log_tail.endswith(
+        "specbench: env HF_TOKEN: ${NOT_SET_ANYWHERE} is not set in the worker's environment")
+    assert record.env == {"HF_TOKEN": "${NOT_SET_ANYWHERE}"}
+    assert "${NOT_SET_ANYWHERE} is not set" in (tmp_path / "baseline.log").read_text()
