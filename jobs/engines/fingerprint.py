@@ -16,22 +16,60 @@ from typing import Any
 
 SMI_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"]
 TOPO_QUERY = ["nvidia-smi", "topo", "-m"]
+# The versions the SGLang interpreter sees, without `import torch` where it can be helped: that
+# import takes seconds, and a batch's first records wait for the fingerprint. SGLang's version is
+# its installation's metadata when that installation is what `import sglang` loads (else the
+# import, as sglang_probe does); torch's comes from torch/version.py, read, not imported, when it
+# is a CPU build (no CUDA, HIP, ROCm or XPU: no NCCL to ask); a GPU build is imported for its
+# NCCL version, as before. The keys and values are the same either way.
 PROBE = """\
-import json
+import ast, importlib.metadata as m, importlib.util as u, json, os
 out = {}
-try:
-    import sglang
-    out["sglang"] = str(sglang.__version__)
-except Exception:
-    pass
-try:
-    import torch
-    out["torch"] = str(torch.__version__)
-    out["cuda"] = torch.version.cuda
-    nccl = torch.cuda.nccl.version()
-    out["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
-except Exception:
-    pass
+def installed(name):
+    try:
+        spec, dist = u.find_spec(name), m.distribution(name)
+        init = os.path.realpath(str(dist.locate_file(name + "/__init__.py")))
+        if spec is not None and os.path.realpath(spec.origin or "") == init:
+            return dist.version
+    except Exception:
+        pass
+    return None
+def torch_build():
+    try:
+        spec = u.find_spec("torch")
+        where = list(spec.submodule_search_locations or [])[0]
+        with open(os.path.join(where, "version.py"), encoding="utf-8") as handle:
+            tree = ast.parse(handle.read())
+    except Exception:
+        return {}
+    found = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant):
+            found[target.id] = node.value.value
+    return found
+version = installed("sglang")
+if version is None:
+    try:
+        import sglang
+        version = str(sglang.__version__)
+    except Exception:
+        pass
+if version is not None:
+    out["sglang"] = version
+build = torch_build()
+gpu = [build.get(key) for key in ("cuda", "hip", "rocm", "xpu")]
+if isinstance(build.get("__version__"), str) and "cuda" in build and gpu == [None] * 4:
+    out["torch"], out["cuda"] = build["__version__"], None
+else:
+    try:
+        import torch
+        out["torch"] = str(torch.__version__)
+        out["cuda"] = torch.version.cuda
+        nccl = torch.cuda.nccl.version()
+        out["nccl"] = ".".join(map(str, nccl)) if isinstance(nccl, tuple) else str(nccl)
+    except Exception:
+        pass
 print(json.dumps(out))
 """
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
