@@ -45,7 +45,7 @@ def is_literal_secret(knob: str, value: Any) -> bool:
 
 def literal_secret_reason(knob: str) -> str:
     """The one-line refusal of a literal secret, with the hint to write a reference."""
-    return (f"env {knob} holds a literal secret: write {knob}: ${{{knob}}} (or another "
+    return (f'env {knob} holds a literal secret: write {knob}: "${{{knob}}}" (or another '
             "${NAME}) and set that variable in the worker's environment")
 
 

@@ -170,7 +170,7 @@ def test_a_literal_secret_through_set_is_refused_and_a_reference_is_not(
     done = cli("run", "refs", "--set", f"FOO_TOKEN={TOKEN}")
     assert done.returncode == 2, done.stderr
     (line,) = done.stderr.strip().splitlines()
-    assert "--set env FOO_TOKEN holds a literal secret: write FOO_TOKEN: ${FOO_TOKEN}" in line
+    assert '--set env FOO_TOKEN holds a literal secret: write FOO_TOKEN: "${FOO_TOKEN}"' in line
     assert leaks(done.stdout, done.stderr) == []
     assert not (tmp_path / "data" / "specbench.db").exists() or not Store().list_batches()
 

@@ -106,7 +106,7 @@ def test_a_preset_keeps_references_and_refuses_literals_with_the_hint() -> None:
     assert plan.baseline.env["FOO_TOKEN"] == "${OTHER}"
     assert plan.config("a").env["API_KEY"] == "${VAULT_ITEM}"
     with pytest.raises(KnobError, match=r"--set env API_KEY holds a literal secret: "
-                                        r"write API_KEY: \$\{API_KEY\}"):
+                                        r'write API_KEY: "\$\{API_KEY\}"'):
         resolve(preset, overrides={"API_KEY": VALUE})
     literal = PRESET.replace('"${VAULT_ITEM}"', f'"{VALUE}"')
     with pytest.raises(PresetError) as refused:
