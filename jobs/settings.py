@@ -54,6 +54,16 @@ def timezone() -> str:
     return os.environ.get("SPECBENCH_TIMEZONE", "").strip() or "UTC"
 
 
+def max_points() -> int:
+    """The most points a sweep's grid may hold (SPEC.md "Bounded work"): SPECBENCH_MAX_POINTS,
+    default 10,000; a value that is not a positive whole number is the default."""
+    raw = os.environ.get("SPECBENCH_MAX_POINTS", "").strip().replace("_", "").replace(",", "")
+    return int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_MAX_POINTS
+
+
+DEFAULT_MAX_POINTS = 10_000
+
+
 def sglang_python() -> str:
     return os.environ.get("SPECBENCH_SGLANG_PYTHON") or "python3"
 

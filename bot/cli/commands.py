@@ -40,7 +40,10 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from jobs.commands import run
+    from jobs.core.presets import load_preset
+
+    load_preset(args.preset)  # a bad file is refused before the store's and engines' imports
+    from jobs.commands import run  # (SPEC.md "Bounded work": a huge grid in under a second)
 
     ctx = _context()
     planned = run.plan(ctx, run.RunArgs(

@@ -27,13 +27,30 @@ class _Parser(argparse.ArgumentParser):
 
 
 def _seconds(text: str) -> float:
-    """A timeout: a number of seconds above 0 (0 or less would end a batch at once)."""
+    """A timeout: a number of seconds above 0 (0 or less would end a batch at once) and at most
+    MAX_TIMEOUT_S (a week: SPEC.md "Bounded work")."""
+    from jobs.core.limits import MAX_TIMEOUT_S
+
     try:
         value = float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not value > 0 or value == float("inf"):
+    if not value > 0:
         raise argparse.ArgumentTypeError(f"must be more than 0 seconds, got {text}")
+    if not value <= MAX_TIMEOUT_S:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {MAX_TIMEOUT_S:g} seconds (7 days), got {text}")
+    return value
+
+
+def _port(text: str) -> int:
+    """A TCP port: 1 to 65535."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a port number: {text!r}") from None
+    if not 1 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 1 to 65535, got {text}")
     return value
 
 
@@ -65,7 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     console.add_argument("--timeout", type=_seconds, default=24 * 3600.0, metavar="S")
 
     bot = commands.add_parser("bot", help="the Slack bot")
-    bot.add_argument("--http", type=int, metavar="PORT")
+    bot.add_argument("--http", type=_port, metavar="PORT")
 
     worker = commands.add_parser("worker", help="a Celery worker for one GPU host")
     worker.add_argument("--queue", metavar="NAME")

@@ -12,7 +12,7 @@ import socket
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from jobs import settings
 from jobs.batches import remembering, sweeping
@@ -140,7 +140,9 @@ def execute_batch(
             record = dead_end_record(remembered.dead_end, now=to_run_record(
                 config, ctx, status="failed", started_at=now_iso()))
         else:
-            record = _run_one(engine, config, ctx, bad=bad.get(config.approach), cancel=cancel)
+            why = bad.get(config.approach) if config.approach in names else _preflight(
+                engine, dataclasses.replace(plan, configs=(config,)), point=config.approach)
+            record = _run_one(engine, config, ctx, bad=why, cancel=cancel)
         if remembered.reopened is not None:
             record = dataclasses.replace(record, extra={**record.extra,
                                                         "reopened": remembered.reopened})
@@ -182,13 +184,26 @@ def execute_batch(
     return report
 
 
-def _preflight(engine: Engine, plan: BatchPlan) -> dict[str, str]:
+@overload
+def _preflight(engine: Engine, plan: BatchPlan) -> dict[str, str]: ...
+
+
+@overload
+def _preflight(engine: Engine, plan: BatchPlan, *, point: str) -> str | None: ...
+
+
+def _preflight(
+    engine: Engine, plan: BatchPlan, *, point: str | None = None
+) -> dict[str, str] | str | None:
     """Approach -> why the installed engine refuses it; a preflight that cannot run at all (no
-    SGLang to ask) refuses the baseline."""
-    try:  # a sweep's points are checked with the rest: none starts with a flag refused
-        return engine.preflight(dataclasses.replace(plan, configs=(*plan.configs, *plan.points)))
+    SGLang to ask) refuses the baseline. A sweep's `point` is checked alone, as it is about to
+    start (its plan's one configuration): none starts with a flag refused, and a sweep of
+    thousands of points checks only those its search proposes."""
+    try:
+        bad = engine.preflight(plan)
     except UserError as exc:
-        return {"baseline": str(exc)}
+        return {"baseline": str(exc)} if point is None else str(exc)
+    return bad if point is None else bad.get(point)
 
 
 def _refuse(store: Store, sink: EventSink, batch_id: str, *, host: str, why: str) -> dict[str, Any]:

@@ -22,8 +22,9 @@ from jobs.store import TERMINAL_STATES, BatchRow, Store
 
 def point_values(plan: BatchPlan, records: list[RunRecord]) -> dict[str, float | None]:
     """Each recorded point's value (the median of the metric; None without a sample)."""
-    names = {c.approach for c in plan.points}
-    return {r.approach: median(r.samples(plan.metric)) for r in records if r.approach in names}
+    sweep = plan.sweep
+    return {r.approach: median(r.samples(plan.metric)) for r in records
+            if sweep is not None and sweep.is_point(r.approach)}
 
 
 def run_points(
@@ -83,7 +84,7 @@ def confirmation_plan(plan: BatchPlan, point: str, *, sweep_batch: str) -> Batch
     assert plan.sweep is not None
     return dataclasses.replace(
         plan, configs=(plan.baseline, plan.config(point)), reps=plan.sweep.confirm_reps,
-        sweep=None, points=(), confirms=sweep_batch, warnings=(),
+        sweep=None, confirms=sweep_batch, warnings=(),
     )
 
 
@@ -126,9 +127,8 @@ def add_sweep(
         plan.sweep, measured, base_value=base_value, lower_is_better=plan.lower_is_better,
         confirmation=confirmation,
     )
-    points = {p.approach for p in plan.sweep.points}
     key = report.get("key_achievement")
-    if key is not None and key.get("approach") in points:
+    if key is not None and plan.sweep.is_point(str(key.get("approach"))):
         confirmed = (confirmation is not None and confirmation["verdict"] == "improved"
                      and confirmation["approach"] == key["approach"])
         report["key_achievement"] = None if not confirmed or confirmation is None else {

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.core.errors import PresetError, RecordError, UserError, did_you_mean
+from jobs.core.limits import MAX_MIN_EFFECT_PCT
 from jobs.core.presets import load_preset, preset_names
 from jobs.core.records import decode_lines, parse_lines
 from jobs.core.remedies import load_remedies
@@ -41,10 +42,9 @@ def analyze(args: AnalyzeArgs) -> dict[str, Any]:
     if not records:
         raise RecordError(f"{args.runs}: no run records")
     default = metric_defaults(records[0].preset)
-    if args.min_effect_pct is not None and not (
-            math.isfinite(args.min_effect_pct) and args.min_effect_pct >= 0):
-        raise UserError(f"--min-effect must be a percentage of 0 or more, got "
-                        f"{args.min_effect_pct:g}")
+    if args.min_effect_pct is not None and not 0 <= args.min_effect_pct <= MAX_MIN_EFFECT_PCT:
+        raise UserError(f"--min-effect must be a percentage from 0 to {MAX_MIN_EFFECT_PCT:g}, "
+                        f"got {args.min_effect_pct:g}")
     if args.metric is not None and not any(args.metric in r.metrics for r in records):
         measured = sorted({k for r in records for k in r.metrics if k != "accept_length"})
         raise UserError(f"no record of {source} measures {args.metric!r}"

@@ -14,6 +14,7 @@ from jobs import settings
 from jobs.commands.context import Context
 from jobs.core.digest import build_digest
 from jobs.core.errors import UserError
+from jobs.core.limits import MAX_DAYS
 from jobs.core.rules import load_rules
 from jobs.core.trends import daily_best
 
@@ -31,8 +32,8 @@ CHART_TITLE = "Best judged Δ vs own baseline per preset and hardware, day by da
 def digest(
     ctx: Context, *, days: float = 7.0, chart: bool = True, now: dt.datetime | None = None
 ) -> Digest:
-    if days <= 0:
-        raise UserError(f"--days must be positive, got {days:g}")
+    if not 0 < days <= MAX_DAYS:  # NaN too; a date MAX_DAYS back is always representable
+        raise UserError(f"--days must be more than 0 and at most {MAX_DAYS}, got {days:g}")
     now = now or dt.datetime.now(dt.UTC)
     tz = settings.timezone()
     # The window's batches and only the earlier rows the sections need (indexed queries).

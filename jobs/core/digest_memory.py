@@ -85,7 +85,8 @@ def hardware_of(fp: Mapping[str, Any]) -> str:
 def sweep_points(row: BatchRow) -> frozenset[str]:
     """A sweep batch's points: each judged by the sweep's few repetitions only; the confirmation
     batch judges the winner, so they never count as judged here."""
-    return frozenset(p.approach for p in row.plan.points) if row.plan.sweep else frozenset()
+    sweep = row.plan.sweep
+    return frozenset(p.approach for p in sweep.points) if sweep is not None else frozenset()
 
 
 def judged_results(

@@ -11,36 +11,20 @@ import dataclasses
 import difflib
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from functools import cached_property
 from typing import Any
 
 import yaml
 
+from jobs.core.configs import RunConfig as RunConfig  # re-exported: plans are made of them
+from jobs.core.configs import is_same_value as _same
+from jobs.core.configs import merge_args as _merge
 from jobs.core.errors import KnobError, UserError
+from jobs.core.points import PointConfigs, baseline_index
 from jobs.core.presets import PROTECTED_WHY, Approach, Preset, Scalar, is_protected_knob
 from jobs.core.secret_refs import is_literal_secret, literal_secret_reason, reference_name
-from jobs.core.sweeps import (
-    ENV_KNOB,
-    Sweep,
-    SweepPlan,
-    SweepPoint,
-    grid_points,
-    point_name,
-    to_sweep_plan,
-)
+from jobs.core.sweeps import Sweep, SweepPlan, to_sweep_plan
 from jobs.settings import is_secret_name
-
-
-@dataclass(frozen=True)
-class RunConfig:
-    """One configuration to run: what the engine needs and what the record must carry."""
-
-    approach: str
-    role: str
-    parent: str | None
-    hypothesis: str
-    change: dict[str, dict[str, Any]]
-    server_args: dict[str, Any]
-    env: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -61,7 +45,6 @@ class BatchPlan:
     overrides: dict[str, Any] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     sweep: SweepPlan | None = None
-    points: tuple[RunConfig, ...] = ()  # the sweep's points, in grid order (SweepPlan.points)
     confirms: str | None = None  # a confirmation batch: the sweep batch whose winner it re-runs
     rerun_known: bool = False  # start known dead ends anyway (SPEC.md "Memory across batches")
     warmup: bool = True  # one unmeasured bench pass before the repetitions (Preset.warmup)
@@ -74,10 +57,21 @@ class BatchPlan:
     def approaches(self) -> tuple[RunConfig, ...]:
         return self.configs[1:]
 
+    @cached_property
+    def points(self) -> Sequence[RunConfig]:
+        """The sweep's points' configurations, in grid order: built when asked for, never
+        stored (`jobs.core.points`); empty without a sweep."""
+        if self.sweep is None:
+            return ()
+        parent = self.sweep.extends or "baseline"
+        return PointConfigs(self.sweep, next(c for c in self.configs if c.approach == parent))
+
     def config(self, approach: str) -> RunConfig:
-        for config in (*self.configs, *self.points):
+        for config in self.configs:
             if config.approach == approach:
                 return config
+        if isinstance(self.points, PointConfigs) and (found := self.points.find(approach)):
+            return found
         raise UserError(f"batch of {self.preset!r} has no approach {approach!r}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -89,7 +83,7 @@ def to_plan(data: dict[str, Any]) -> BatchPlan:
     fields = dict(data)
     fields["configs"] = tuple(RunConfig(**c) for c in fields["configs"])
     fields["warnings"] = tuple(fields.get("warnings", ()))
-    fields["points"] = tuple(RunConfig(**c) for c in fields.get("points", ()))
+    fields.pop("points", None)  # stored before points were made on demand: the grid's own
     if fields.get("sweep") is not None:
         fields["sweep"] = to_sweep_plan(fields["sweep"])
     return BatchPlan(**fields)
@@ -157,7 +151,7 @@ def resolve(
                 hypothesis=approach.hypothesis, change=change, server_args=args, env=env,
             )
         )
-    sweep, points = (None, ()) if preset.sweep is None else _resolve_sweep(
+    sweep = None if preset.sweep is None else _resolve_sweep(
         preset.sweep, configs, overrides=overrides)
     return BatchPlan(
         preset=preset.name, engine=preset.engine,
@@ -168,60 +162,27 @@ def resolve(
         warmup=preset.warmup,
         bench=dict(preset.bench), configs=tuple(configs),
         overrides=dict(overrides), warnings=confound_warnings(configs),
-        sweep=sweep, points=points,
+        sweep=sweep,
     )
 
 
 def _resolve_sweep(
     spec: Sweep, configs: Sequence[RunConfig], *, overrides: dict[str, Scalar]
-) -> tuple[SweepPlan, tuple[RunConfig, ...]]:
-    """Every point of the grid as a configuration: its parent's (the baseline's or the
-    extended approach's) with the point's values, the grid's knobs declared as its change."""
+) -> SweepPlan:
+    """The sweep as the plan keeps it: its grid, not its points. Each point's configuration is
+    its parent's (the baseline's or the extended approach's) with the point's values, the
+    grid's knobs declared as its change (`jobs.core.points`), built when asked for."""
     for knob in overrides:
         if knob in spec.grid:
             raise KnobError(f"knob {knob!r} is swept by {spec.name!r}: it cannot be --set")
-    base = configs[0]
-    parent = next(c for c in configs if c.approach == (spec.extends or "baseline"))
-    index_of = {k: {show: i for i, show in enumerate(map(repr, v))} for k, v in spec.grid.items()}
-    points: list[RunConfig] = []
-    sweep_points: list[SweepPoint] = []
-    same: str | None = None
-    for values in grid_points(spec):
-        name = point_name(spec.name, values)
-        flags = {k: v for k, v in values.items() if not ENV_KNOB.match(k)}
-        envs = {k: v for k, v in values.items() if ENV_KNOB.match(k)}
-        args = _merge(parent.server_args, flags)
-        env = dict(parent.env)
-        for knob, value in envs.items():
-            if value is None:
-                env.pop(knob, None)
-            else:
-                env[knob] = str(value)
-        change = {
-            "server_args": {**parent.change["server_args"], **{k: args.get(k) for k in flags}},
-            "env": {**parent.change["env"], **{k: env[k] for k in envs if k in env}},
-        }
-        shown = ", ".join(f"{k}={v}" for k, v in values.items())
-        config = RunConfig(
-            approach=name, role="approach", parent=spec.extends,
-            hypothesis=f"{shown} (sweep {spec.name})", change=change, server_args=args, env=env,
-        )
-        if spec.extends is None and same is None and not confounds(
-            server_args=args, env=env, change={"server_args": {}, "env": {}},
-            base_args=base.server_args, base_env=base.env,
-        ):
-            same = name
-        points.append(config)
-        sweep_points.append(SweepPoint(
-            approach=name, values=dict(values),
-            index=tuple(index_of[k][repr(v)] for k, v in values.items()),
-        ))
     plan = SweepPlan(
         name=spec.name, extends=spec.extends, grid={k: list(v) for k, v in spec.grid.items()},
         search=spec.search, budget=spec.budget, confirm_reps=spec.confirm_reps,
-        points=tuple(sweep_points), same_as_baseline=same,
     )
-    return plan, tuple(points)
+    same = None if spec.extends is not None else baseline_index(plan.grid, base=configs[0])
+    if same is None:
+        return plan
+    return dataclasses.replace(plan, same_as_baseline=plan.points.at(same).approach)
 
 
 def confound_warnings(configs: Sequence[RunConfig]) -> tuple[str, ...]:
@@ -241,10 +202,11 @@ def confound_warnings(configs: Sequence[RunConfig]) -> tuple[str, ...]:
 def only(plan: BatchPlan, approaches: Sequence[str]) -> BatchPlan:
     """The plan cut to its baseline and the named approaches (a retry), warnings recomputed.
     A sweep's points named are kept as plain approaches; the sweep itself is not."""
-    kept = tuple(c for c in (*plan.configs, *plan.points)
-                 if c.role == "baseline" or c.approach in approaches)
-    return dataclasses.replace(plan, configs=kept, warnings=confound_warnings(kept),
-                               sweep=None, points=())
+    kept = tuple(c for c in plan.configs if c.role == "baseline" or c.approach in approaches)
+    if plan.sweep is not None:
+        named = {p.index: p.approach for n in approaches if (p := plan.sweep.points.find(n))}
+        kept += tuple(plan.config(named[index]) for index in sorted(named))
+    return dataclasses.replace(plan, configs=kept, warnings=confound_warnings(kept), sweep=None)
 
 
 def confounds(
@@ -272,12 +234,6 @@ def confounds(
     return found
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, int | float) and isinstance(b, int | float):
-        return float(a) == float(b)
-    return bool(a == b)
-
-
 def _show(value: Any, *, secret: bool = False) -> str:
     if value is None:
         return "unset"
@@ -290,17 +246,6 @@ def _chain(approach: Approach, by_name: dict[str, Approach]) -> list[Approach]:
     while chain[0].extends is not None:
         chain.insert(0, by_name[chain[0].extends])
     return chain
-
-
-def _merge(args: dict[str, Any], extra: dict[str, Scalar]) -> dict[str, Any]:
-    """Server args layered: `false`/`null` removes a flag."""
-    merged = dict(args)
-    for key, value in extra.items():
-        if value is None or value is False:
-            merged.pop(key, None)
-        else:
-            merged[key] = value
-    return merged
 
 
 def _declared_change(

@@ -20,6 +20,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from jobs import settings
 from jobs.core.errors import PresetError
+from jobs.core.limits import MAX_DEPTH, MAX_MIN_EFFECT_PCT, MAX_PRESET_REPS, MAX_TIMEOUT_S
+from jobs.core.preset_files import read_preset_text, yaml_depth
 from jobs.core.secret_refs import literal_secret_problems
 from jobs.core.sweeps import Sweep, sweep_problems
 
@@ -31,8 +33,8 @@ class _Frozen(BaseModel):
 
 
 class Timeouts(_Frozen):
-    startup_s: float = Field(default=900, gt=0)
-    bench_s: float = Field(default=1800, gt=0)
+    startup_s: float = Field(default=900, gt=0, le=MAX_TIMEOUT_S)
+    bench_s: float = Field(default=1800, gt=0, le=MAX_TIMEOUT_S)
 
 
 class Config(_Frozen):
@@ -63,8 +65,8 @@ class Preset(_Frozen):
     queue: str | None = None
     metric: str = "output_throughput"
     lower_is_better: bool = False
-    min_effect_pct: float = Field(default=2.0, ge=0)
-    reps: int = Field(default=3, ge=1)
+    min_effect_pct: float = Field(default=2.0, ge=0, le=MAX_MIN_EFFECT_PCT)
+    reps: int = Field(default=3, ge=1, le=MAX_PRESET_REPS)
     # One unmeasured pass of the bench before the repetitions, on the same server: the first
     # pass runs cold (lazy initialisation, allocator, caches) at about half speed, and as a
     # sample it would widen every range. Run and recorded (the record's `warmup`), never a sample.
@@ -166,7 +168,7 @@ def _named(name: str) -> Path:
 def load_preset(name_or_path: str, *, names_only: bool = False) -> Preset:
     """A preset by name or path; with `names_only` (chat) by name alone."""
     path = find_named_preset(name_or_path) if names_only else find_preset(name_or_path)
-    return parse_preset(path.read_text(encoding="utf-8"), source=str(path), stem=path.stem)
+    return parse_preset(read_preset_text(path), source=str(path), stem=path.stem)
 
 
 def load_all() -> list[Preset]:
@@ -175,14 +177,22 @@ def load_all() -> list[Preset]:
 
 def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
     """Validate a preset's YAML; every error is one line naming `source` and the key."""
+    if not text.strip():
+        raise PresetError(f"{source}: empty; a preset is a YAML mapping (see `presets`)")
+    too_deep = (f"{source}: nested too deeply; a preset's YAML nests at most {MAX_DEPTH} "
+                "levels")
     try:
         node = yaml.compose(text, Loader=yaml.SafeLoader)
+        if yaml_depth(node) > MAX_DEPTH:
+            raise PresetError(too_deep)
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark is not None else source
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise PresetError(f"{where}: invalid YAML: {problem}") from None
+    except RecursionError:  # deeper than Python's stack, before _depth could count it
+        raise PresetError(too_deep) from None
     if not isinstance(data, dict):
         raise PresetError(f"{source}: a preset must be a YAML mapping")
     try:
@@ -213,7 +223,8 @@ def _check_sweep(preset: Preset, *, node: yaml.Node | None, source: str) -> None
             raise PresetError(f"{source}{_line_of(node, ('approaches',))}: key 'approaches': "
                               "a preset needs at least one approach, or a sweep")
         return
-    problems = sweep_problems(preset.sweep, [a.name for a in preset.approaches])
+    problems = sweep_problems(preset.sweep, [a.name for a in preset.approaches],
+                              max_points=settings.max_points())
     if problems:
         loc, message = problems[0]
         raise PresetError(f"{source}{_line_of(node, loc)}: {message}")

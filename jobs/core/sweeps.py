@@ -2,28 +2,32 @@
 of one approach, each point an approach named `NAME@K=V,K=V`.
 
 `Sweep` is the preset's `sweep` key as written; `sweep_problems` lists what is wrong with one
-(each with the key it concerns, for a one-line error). `SweepPlan` is the resolved sweep a worker
-runs: every point's configuration, in grid order, and which one is the baseline itself (it is not
-run twice). `sweep_section` is the report's `sweep` key. The search itself (which point next)
-lives in `jobs.search`; this module is pure.
+(each with the key it concerns, for a one-line error), a grid over the size limit first, found
+without building it. `SweepPlan` is the resolved sweep a worker runs: its grid, whose points
+(`jobs.core.grids`) are made when asked for and never stored, and which one is the baseline
+itself (it is not run twice). `sweep_section` is the report's `sweep` key. The search itself
+(which point next) lives in `jobs.search`; this module is pure.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from jobs.core.deltas import change_pct, is_better
+from jobs.core.grids import GridPoints, Scalar, SweepPoint, grid_size, point_name, show_value
+from jobs.core.limits import MAX_BUDGET, MAX_CONFIRM_REPS
 from jobs.core.units import with_unit
 
-Scalar = str | int | float | bool | None
+__all__ = ["ENV_KNOB", "FLAG_KNOB", "GridPoints", "Scalar", "Sweep", "SweepPlan", "SweepPoint",
+           "point_name", "show_value", "sweep_problems", "to_sweep_plan"]
 
 ENV_KNOB = re.compile(r"^[A-Z_][A-Z0-9_]*$")
 FLAG_KNOB = re.compile(r"^[a-z0-9][a-z0-9-]*$")
@@ -38,16 +42,26 @@ class Sweep(BaseModel):
     extends: str | None = None
     grid: dict[str, tuple[Scalar, ...]]
     search: Literal["grid", "adaptive"] = "grid"
-    budget: int | None = Field(default=None, ge=1)
-    confirm_reps: int = Field(default=3, ge=1)
+    budget: int | None = Field(default=None, ge=1, le=MAX_BUDGET)
+    confirm_reps: int = Field(default=3, ge=1, le=MAX_CONFIRM_REPS)
 
     @property
     def size(self) -> int:
-        return math.prod(len(values) for values in self.grid.values())
+        return grid_size(self.grid)
 
 
-def sweep_problems(sweep: Sweep, approaches: Sequence[str]) -> list[tuple[tuple[Any, ...], str]]:
-    """(key path under the preset, message) for everything wrong with `sweep`."""
+def sweep_problems(
+    sweep: Sweep, approaches: Sequence[str], *, max_points: int | None = None
+) -> list[tuple[tuple[Any, ...], str]]:
+    """(key path under the preset, message) for everything wrong with `sweep`. A grid of more
+    than `max_points` points is that one problem alone: its size is a product, and nothing
+    else is looked at (a million-point grid is refused in milliseconds)."""
+    if max_points is not None and sweep.size > max_points:
+        lengths = [str(len(values)) for values in sweep.grid.values()]
+        shape = " x ".join(lengths) + " values" if len(lengths) <= 6 else f"{len(lengths)} knobs"
+        return [(("sweep", "grid"),
+                 f"sweep.grid has {sweep.size:,} points ({shape}); a sweep may hold at most "
+                 f"{max_points:,} (SPECBENCH_MAX_POINTS)")]
     out: list[tuple[tuple[Any, ...], str]] = []
     if not sweep.grid:
         out.append((("sweep", "grid"), "sweep.grid is empty: name at least one knob"))
@@ -62,7 +76,7 @@ def sweep_problems(sweep: Sweep, approaches: Sequence[str]) -> list[tuple[tuple[
             if isinstance(value, dict | list):
                 out.append((where, f"sweep.grid.{knob}: values must be scalars"))
         shown = [show_value(v) for v in values]
-        repeated = sorted({v for v in shown if shown.count(v) > 1})
+        repeated = sorted(v for v, n in Counter(shown).items() if n > 1)
         if repeated:
             out.append((where, f"sweep.grid.{knob} repeats {', '.join(repeated)}"))
     if sweep.extends is not None and sweep.extends not in approaches:
@@ -82,37 +96,11 @@ def sweep_problems(sweep: Sweep, approaches: Sequence[str]) -> list[tuple[tuple[
     return out
 
 
-def show_value(value: Scalar) -> str:
-    """A value as a YAML scalar: 0.85, 128, true, null, fa3."""
-    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True)
-    return text.removesuffix("\n").removesuffix("\n...").strip()
-
-
-def point_name(name: str, point: Mapping[str, Scalar]) -> str:
-    """`NAME@K=V,K=V`, the knobs in the grid's order."""
-    return f"{name}@" + ",".join(f"{k}={show_value(v)}" for k, v in point.items())
-
-
-def grid_points(sweep: Sweep) -> list[dict[str, Scalar]]:
-    """Every point of the grid, the last knob varying fastest."""
-    knobs = list(sweep.grid)
-    return [dict(zip(knobs, combo, strict=True))
-            for combo in itertools.product(*(sweep.grid[k] for k in knobs))]
-
-
-@dataclass(frozen=True)
-class SweepPoint:
-    """One point: its approach name, its knob values and their indices in the grid."""
-
-    approach: str
-    values: dict[str, Any]
-    index: tuple[int, ...]
-
-
 @dataclass(frozen=True)
 class SweepPlan:
-    """A resolved sweep: plain data, JSON-safe. The points' configurations live in the plan's
-    `points` (jobs.core.plans), in grid order."""
+    """A resolved sweep: plain data, JSON-safe, small. Its `points` are the grid's, made on
+    demand (`GridPoints`), never stored; their configurations are the plan's `points`
+    (jobs.core.points)."""
 
     name: str
     extends: str | None
@@ -120,10 +108,14 @@ class SweepPlan:
     search: str
     budget: int | None
     confirm_reps: int
-    points: tuple[SweepPoint, ...] = ()
     same_as_baseline: str | None = None  # the point that is the baseline itself: not run
     seed: int = 0
     extra: dict[str, Any] = field(default_factory=dict)
+
+    @cached_property
+    def points(self) -> GridPoints:
+        """Every point, in grid order: a lazy sequence (`len` is the grid's size)."""
+        return GridPoints(self.name, self.grid)
 
     @property
     def max_servers(self) -> int:
@@ -131,19 +123,20 @@ class SweepPlan:
         runnable = len(self.points) - (1 if self.same_as_baseline else 0)
         return min(self.budget, runnable) if self.budget is not None else runnable
 
+    def is_point(self, approach: str) -> bool:
+        return self.points.find(approach) is not None
+
     def point(self, approach: str) -> SweepPoint:
-        for point in self.points:
-            if point.approach == approach:
-                return point
-        raise KeyError(approach)
+        found = self.points.find(approach)
+        if found is None:
+            raise KeyError(approach)
+        return found
 
 
 def to_sweep_plan(data: Mapping[str, Any]) -> SweepPlan:
-    fields = dict(data)
-    fields["points"] = tuple(
-        SweepPoint(approach=p["approach"], values=dict(p["values"]), index=tuple(p["index"]))
-        for p in fields.get("points", ())
-    )
+    """The inverse of `asdict`; a plan stored before points were lazy lists them: they are the
+    grid's own, made again on demand."""
+    fields = {k: v for k, v in data.items() if k != "points"}
     return SweepPlan(**fields)
 
 
@@ -187,8 +180,8 @@ def sweep_section(
         "name": sweep.name,
         "search": sweep.search,
         "points": len(sweep.points),
-        "measured": len([n for n in measured if n in {p.approach for p in sweep.points}
-                         and n != sweep.same_as_baseline]),
+        "measured": len([n for n in measured
+                         if n != sweep.same_as_baseline and sweep.is_point(n)]),
         "best": None if best is None else {
             "approach": best[0], "value": best[1],
             "delta_pct": delta_pct(best[1], base_value, lower_is_better=lower_is_better),
@@ -208,16 +201,16 @@ def confirmed_steps(
     """The next steps with the sweep's points judged by the confirmation alone: a confirmed
     winner's `adopt` names its knobs and the confirmed margin; an unconfirmed point is neither
     adopted nor accepted (the baseline is accepted instead). Ranks are renumbered."""
-    points = {p.approach: p for p in sweep.points}
     confirmed = confirmation is not None and confirmation.get("verdict") == "improved"
     out: list[dict[str, Any]] = []
     for step in steps:
         target = step.get("approach")
-        if target not in points or step["kind"] not in ("adopt", "accept"):
+        point = sweep.points.find(target) if isinstance(target, str) else None
+        if point is None or step["kind"] not in ("adopt", "accept"):
             out.append(dict(step))
             continue
         holds = confirmed and confirmation is not None and confirmation["approach"] == target
-        knobs = ", ".join(f"{k}={show_value(v)}" for k, v in points[target].values.items())
+        knobs = ", ".join(f"{k}={show_value(v)}" for k, v in point.values.items())
         if step["kind"] == "adopt" and holds:
             assert confirmation is not None
             out.append({**step, "action": f"Make {target} the new baseline ({knobs})",
@@ -233,7 +226,7 @@ def confirmed_steps(
                         "why": f"the sweep's best point ({knobs}) did not hold up in its "
                                "confirmation"})
         elif step["kind"] == "accept":
-            out.append(_confirmed_value(step, target, confirmation, metric=metric))
+            out.append(_confirmed_value(step, point.approach, confirmation, metric=metric))
     for rank, step in enumerate(out, start=1):
         step["rank"] = rank
     return out

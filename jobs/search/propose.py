@@ -21,7 +21,8 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
-from jobs.core.sweeps import SweepPlan, SweepPoint
+from jobs.core.grids import GridPoints
+from jobs.core.sweeps import SweepPlan
 
 STARTUP_POINTS = 3  # points the sampler places before its model guides it
 ASK_TRIES = 8  # proposals of already measured points tolerated before the nearest free one
@@ -29,8 +30,7 @@ ASK_TRIES = 8  # proposals of already measured points tolerated before the neare
 
 def servers_used(sweep: SweepPlan, measured: Mapping[str, float | None]) -> int:
     """The sweep's points that got a server (the baseline-equal point is the baseline's)."""
-    names = {p.approach for p in sweep.points}
-    return len([n for n in measured if n in names and n != sweep.same_as_baseline])
+    return len([n for n in measured if n != sweep.same_as_baseline and sweep.is_point(n)])
 
 
 def next_point(
@@ -43,34 +43,40 @@ def next_point(
     """The next point's approach name, or None when the sweep is done.
 
     `measured`: point name -> its value (the median of the metric), None when it has no sample.
-    The baseline-equal point may be given the baseline's value: it is never proposed."""
-    free = [p for p in sweep.points
-            if p.approach not in measured and p.approach != sweep.same_as_baseline]
-    if not free or servers_used(sweep, measured) >= sweep.max_servers:
+    The baseline-equal point may be given the baseline's value: it is never proposed. Only the
+    measured points and the proposed one are built: the grid is never listed (SPEC.md "Bounded
+    work"), and a grid search walks it in order up to its first free point."""
+    if servers_used(sweep, measured) >= sweep.max_servers:
         return None
+    taken = {p.index for n in measured if (p := sweep.points.find(n)) is not None}
+    if sweep.same_as_baseline is not None:
+        taken.add(sweep.point(sweep.same_as_baseline).index)
     if sweep.search == "grid":
-        return free[0].approach
-    return _adaptive(sweep, measured, free, lower_is_better=lower_is_better,
+        index = next(i for i in sweep.points.indices() if i not in taken)
+        return sweep.points.at(index).approach
+    return _adaptive(sweep, measured, taken, lower_is_better=lower_is_better,
                      seed=zlib.crc32(f"{batch}:{len(measured)}".encode()))
 
 
 def _adaptive(
     sweep: SweepPlan,
     measured: Mapping[str, float | None],
-    free: list[SweepPoint],
+    taken: set[tuple[int, ...]],
     *,
     lower_is_better: bool,
     seed: int,
 ) -> str:
+    """Optuna's proposal over the grid's per-knob choices (each knob an integer index)."""
     import optuna
     from optuna.distributions import IntDistribution
     from optuna.samplers import GPSampler
 
     optuna.logging.set_verbosity(optuna.logging.ERROR)
     logging.getLogger("optuna").setLevel(logging.ERROR)
-    knobs = list(sweep.grid)
-    spaces: dict[str, Any] = {k: IntDistribution(0, len(sweep.grid[k]) - 1) for k in knobs}
-    by_index = {p.index: p for p in sweep.points}
+    grid = sweep.points
+    knobs = grid.knobs
+    spaces: dict[str, Any] = {k: IntDistribution(0, r - 1) for k, r in zip(knobs, grid.radices,
+                                                                           strict=True)}
     values = {n: v for n, v in measured.items() if v is not None and math.isfinite(v)}
     worst = (max if lower_is_better else min)(values.values()) if values else 0.0
     with warnings.catch_warnings():
@@ -80,10 +86,9 @@ def _adaptive(
             sampler=GPSampler(seed=seed, n_startup_trials=STARTUP_POINTS),
         )
         known: dict[tuple[int, ...], float] = {}
-        for point in sweep.points:
-            if point.approach not in measured:
-                continue
-            value = values.get(point.approach, worst)
+        found = (grid.find(name) for name in measured)
+        for point in sorted((p for p in found if p is not None), key=lambda p: p.index):
+            value = values.get(point.approach, worst)  # in grid order, as the model was told
             known[point.index] = value
             study.add_trial(optuna.trial.create_trial(
                 params=dict(zip(knobs, point.index, strict=True)), distributions=spaces,
@@ -93,15 +98,17 @@ def _adaptive(
         for _ in range(ASK_TRIES):
             trial = study.ask(spaces)
             proposal = tuple(int(trial.params[k]) for k in knobs)
-            chosen = by_index.get(proposal)
-            if chosen is not None and chosen in free:
-                return chosen.approach
+            if grid.is_index(proposal) and proposal not in taken:
+                return grid.at(proposal).approach
             study.tell(trial, known.get(proposal, worst))
-    return _nearest(proposal, free).approach
+    return grid.at(_nearest(proposal, grid, taken)).approach
 
 
-def _nearest(index: tuple[int, ...], free: list[SweepPoint]) -> SweepPoint:
-    """The free point closest to `index` in grid steps (the first, on a tie)."""
+def _nearest(index: tuple[int, ...], grid: GridPoints, taken: set[tuple[int, ...]]
+             ) -> tuple[int, ...]:
+    """The free point closest to `index` in grid steps (the first in grid order, on a tie),
+    found by walking the grid's indices without building a point."""
+    free = (i for i in grid.indices() if i not in taken)
     if not index:
-        return free[0]
-    return min(free, key=lambda p: sum(abs(a - b) for a, b in zip(p.index, index, strict=True)))
+        return next(free)
+    return min(free, key=lambda i: sum(abs(a - b) for a, b in zip(i, index, strict=True)))

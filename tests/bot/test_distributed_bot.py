@@ -211,7 +211,7 @@ def test_a_bot_killed_mid_batch_is_succeeded_by_one_that_posts_the_summary_once(
         worker.stop()
         standin.stop()
     after = counts(standin)
-    assert after["summaries"] == 1 and after["completes"] == 1 and after["uploads"] == 2
+    assert after["summaries"] == 1 and after["completes"] == 2 and after["uploads"] == 2
     assert after["parents"] == 1, "the successor must edit the first bot's thread, not open one"
     t = thread_calls(standin.recorded())
     (summary,) = summaries(standin.recorded())

@@ -82,8 +82,9 @@ def test_a_run_builds_its_whole_thread_and_leaks_no_secret(
     jsonl = next(u.raw for u in uploads if not u.raw.startswith(b"\x89PNG"))
     assert [json.loads(line)["approach"] for line in jsonl.decode().splitlines()] == [
         "baseline", "faster", "noisy", "broken"]
-    (complete,) = [c for c in calls if c.method == "files.completeUploadExternal"]
-    assert complete.body["thread_ts"] == t["parent_ts"]
+    completes = [c for c in calls if c.method == "files.completeUploadExternal"]
+    assert len(completes) == 2  # the chart and the run records, one part each
+    assert all(c.body["thread_ts"] == t["parent_ts"] for c in completes)
     # the parent edited to the headline
     assert "1 improved" in t["parent_updates"][-1].body["text"]
     # who ran what, and where
@@ -185,7 +186,7 @@ def test_a_bot_restarted_mid_batch_posts_the_summary_once(
     assert len([c for c in calls if c.method == "chat.postMessage"
                 and not c.body.get("thread_ts")]) == 1
     assert "done" in t["progress_updates"][-1].body["text"]  # the same progress message
-    assert len([c for c in calls if c.method == "files.completeUploadExternal"]) == 1
+    assert len([c for c in calls if c.method == "files.completeUploadExternal"]) == 2  # a file each
     row = dispatcher.store.list_batches()[-1]
     posts = dispatcher.store.slack_posts(row.id)
     assert posts is not None and posts.summary_posted_at is not None

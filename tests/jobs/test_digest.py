@@ -18,7 +18,7 @@ from jobs.core.digest_memory import hardware
 from jobs.core.messages import render_blocks, render_text
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
-from jobs.core.sweeps import SweepPlan, SweepPoint
+from jobs.core.sweeps import SweepPlan
 from jobs.core.trends import daily_best
 from jobs.store import BatchRow, Store
 from tests.conftest import make_plan, make_record
@@ -219,40 +219,38 @@ def test_no_improvement_judged_says_so_and_a_regressed_best_is_only_the_least_ba
     assert "no improvement judged; best b -0.6%" in render_text("digest", digest=digest)
 
 
-def sweep_plan(points: tuple[str, ...]) -> BatchPlan:
-    base = make_plan()
-    configs = tuple(RunConfig(approach=p, role="approach", parent=None, hypothesis="",
-                              change={"server_args": {"chunked-prefill-size": i}, "env": {}},
-                              server_args={**base.baseline.server_args,
-                                           "chunked-prefill-size": i}, env={})
-                    for i, p in enumerate(points))
+CHUNK_0, CHUNK_1 = "chunk@chunked-prefill-size=0", "chunk@chunked-prefill-size=1"
+
+
+def sweep_plan() -> BatchPlan:
+    """A plan with a two-point sweep, its points CHUNK_0 and CHUNK_1 (made from the grid)."""
     sweep = SweepPlan(name="chunk", extends=None, grid={"chunked-prefill-size": [0, 1]},
-                      search="grid", budget=None, confirm_reps=3,
-                      points=tuple(SweepPoint(approach=p, values={"chunked-prefill-size": i},
-                                              index=(i,)) for i, p in enumerate(points)))
-    return make_plan(sweep=sweep, points=configs)
+                      search="grid", budget=None, confirm_reps=3)
+    plan = make_plan(sweep=sweep)
+    assert [c.approach for c in plan.points] == [CHUNK_0, CHUNK_1]
+    return plan
 
 
 def test_a_sweep_point_counts_only_through_its_confirmation() -> None:
     rows = [
-        row("b-sweep", days_ago=3, plan=sweep_plan(("chunk-0", "chunk-1")), results=[
+        row("b-sweep", days_ago=3, plan=sweep_plan(), results=[
             result("eagle3", "improved", value=84.0, delta_pct=5.0),
-            result("chunk-0", "improved", value=104.0, delta_pct=30.0),  # 1 rep, unconfirmed
-            result("chunk-1", "unchanged", value=80.5, delta_pct=0.6)]),
+            result(CHUNK_0, "improved", value=104.0, delta_pct=30.0),  # 1 rep, unconfirmed
+            result(CHUNK_1, "unchanged", value=80.5, delta_pct=0.6)]),
         row("b-confirm", days_ago=2.9, results=[
-            result("chunk-0", "improved", value=86.4, delta_pct=8.0)]),
+            result(CHUNK_0, "improved", value=86.4, delta_pct=8.0)]),
     ]
     records = {"b-sweep": [rec("b-sweep", n, 80.0) for n in
-                           ("baseline", "eagle3", "chunk-0", "chunk-1")],
+                           ("baseline", "eagle3", CHUNK_0, CHUNK_1)],
                "b-confirm": [rec("b-confirm", "baseline", 80.0),
-                             rec("b-confirm", "chunk-0", 86.4)]}
+                             rec("b-confirm", CHUNK_0, 86.4)]}
     (best,) = build_digest(rows, records, now=NOW, days=7)["best"]
-    assert (best["approach"], best["batch"], best["delta_pct"]) == ("chunk-0", "b-confirm", 8.0)
-    (series,) = daily_best(rows, records, now=NOW, days=7)
+    assert (best["approach"], best["batch"], best["delta_pct"]) == (CHUNK_0, "b-confirm", 8.0)
+    (series,) = experiment_best(rows, records, now=NOW, days=7)
     assert max(p["delta_pct"] for p in series["points"]) == 8.0
     # a confirmation that did not hold up leaves the sweep's other judged result the best
     rows[1] = row("b-confirm", days_ago=2.9, results=[
-        result("chunk-0", "inconclusive", value=82.0, delta_pct=2.5)])
+        result(CHUNK_0, "inconclusive", value=82.0, delta_pct=2.5)])
     (best,) = build_digest(rows, records, now=NOW, days=7)["best"]
     assert (best["approach"], best["delta_pct"]) == ("eagle3", 5.0)
 

@@ -6,6 +6,13 @@ files.completeUploadExternal and apps.connections.open (any other method: `{"ok"
 `POST /upload/FILE` takes an upload's bytes; `GET /socket` is a Socket Mode websocket that says
 hello and relays envelopes pushed with `send_envelope`, recording the acks. `rate_limit(n)`
 answers the next n API calls with 429 and `Retry-After: 1`.
+
+It keeps the messages it was given like a channel does (text, blocks, metadata, files shared by
+files.completeUploadExternal into a thread), and conversations.replies (GET or POST) answers from
+them. Failure injection: `fail(method, times, error)` answers the next `times` calls of `method`
+(None: every call until `fail(method, 0)`) with `{"ok": false, "error": error}`, doing nothing;
+`hold(predicate)` does what a matching call asks (the message is posted) but holds its answer
+back until `release()`, so that a test can kill its caller while it waits.
 """
 
 from __future__ import annotations
@@ -39,6 +46,11 @@ class SlackStandin:
         self._ts = 1_700_000_000
         self._files = 0
         self._limited = 0
+        self._failing: dict[str, tuple[int | None, str]] = {}  # method -> (times left, error)
+        self._hold: Any = None  # predicate(method, body) -> bool
+        self._released: asyncio.Event | None = None
+        self.messages: dict[str, dict[str, Any]] = {}  # ts -> the message as Slack keeps it
+        self._names: dict[str, str] = {}  # file ID -> its filename
         self._loop: asyncio.AbstractEventLoop | None = None
         self._runner: web.AppRunner | None = None
         self._sockets: list[web.WebSocketResponse] = []
@@ -55,6 +67,7 @@ class SlackStandin:
         return self
 
     def stop(self) -> None:
+        self.release()  # a held answer would keep the server from closing
         if self._loop is not None and self._runner is not None:
             asyncio.run_coroutine_threadsafe(self._runner.cleanup(), self._loop).result(10)
             self._loop.call_soon_threadsafe(self._loop.stop)
@@ -67,6 +80,25 @@ class SlackStandin:
     def rate_limit(self, n: int) -> None:
         with self._lock:
             self._limited = n
+
+    def fail(self, method: str, times: int | None = 1, error: str = "internal_error") -> None:
+        """Answer the next `times` calls of `method` (None: all, until times=0) with ok:false."""
+        with self._lock:
+            if times == 0:
+                self._failing.pop(method, None)
+            else:
+                self._failing[method] = (times, error)
+
+    def hold(self, predicate: Any) -> None:
+        """Hold back the answer to calls for which `predicate(method, body)` is true."""
+        assert self._loop is not None
+        self._released = asyncio.Event()
+        self._hold = predicate
+
+    def release(self) -> None:
+        self._hold = None
+        if self._loop is not None and self._released is not None:
+            self._loop.call_soon_threadsafe(self._released.set)
 
     def recorded(self, method: str | None = None, *, status: int | None = 200) -> list[Call]:
         with self._lock:
@@ -99,6 +131,7 @@ class SlackStandin:
         self._loop = loop
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/api/{method}", self._api)
+        app.router.add_get("/api/{method}", self._api)
         app.router.add_post("/upload/{file}", self._upload)
         app.router.add_get("/socket", self._socket)
         self._runner = web.AppRunner(app, access_log=None)
@@ -135,9 +168,25 @@ class SlackStandin:
             with self._lock:
                 self.calls.append(Call(method, body, raw, 429, answer))
             return web.json_response(answer, status=429, headers={"Retry-After": "1"})
+        with self._lock:
+            failing = self._failing.get(method)
+            if failing is not None:
+                times, error = failing
+                if times is not None and times <= 1:
+                    self._failing.pop(method)
+                elif times is not None:
+                    self._failing[method] = (times - 1, error)
+        if failing is not None:
+            answer = {"ok": False, "error": failing[1]}
+            with self._lock:
+                self.calls.append(Call(method, body, raw, 200, answer))
+            return web.json_response(answer)
         answer = self._answer(method, body, request)
         with self._lock:
             self.calls.append(Call(method, body, raw, 200, answer))
+        held = self._hold
+        if held is not None and held(method, body) and self._released is not None:
+            await self._released.wait()
         return web.json_response(answer)
 
     def _answer(self, method: str, body: dict[str, Any], request: web.Request) -> dict[str, Any]:
@@ -146,23 +195,63 @@ class SlackStandin:
                     "user": "specbench", "team_id": "T0001", "user_id": "UBOT", "bot_id": "BBOT"}
         if method in ("chat.postMessage", "chat.update"):
             ts = body.get("ts") or self._next_ts()
+            self._keep(method, ts, body)
             return {"ok": True, "channel": body.get("channel"), "ts": ts,
                     "message": {"text": body.get("text"), "ts": ts}}
+        if method == "conversations.replies":
+            return self._replies(body)
         if method == "chat.postEphemeral":
             return {"ok": True, "message_ts": self._next_ts()}
         if method == "files.getUploadURLExternal":
             with self._lock:
                 self._files += 1
                 file_id = f"F{self._files:05d}"
+                self._names[file_id] = str(body.get("filename"))
             return {"ok": True, "file_id": file_id,
                     "upload_url": f"http://127.0.0.1:{self.port}/upload/{file_id}"}
         if method == "files.completeUploadExternal":
             files = json.loads(body.get("files") or "[]")
+            if body.get("thread_ts"):  # shared into the thread: a reply carrying the files
+                ts = self._next_ts()
+                with self._lock:
+                    self.messages[ts] = {
+                        "ts": ts, "channel": body.get("channel_id"),
+                        "thread_ts": body["thread_ts"],
+                        "files": [{"id": f.get("id"), "name": self._names.get(f.get("id")),
+                                   "title": f.get("title")} for f in files]}
             return {"ok": True, "files": [{"id": f.get("id"), "title": f.get("title")}
                                           for f in files]}
         if method == "apps.connections.open":
             return {"ok": True, "url": f"ws://127.0.0.1:{self.port}/socket"}
         return {"ok": True}
+
+    def _keep(self, method: str, ts: str, body: dict[str, Any]) -> None:
+        metadata = body.get("metadata")
+        if isinstance(metadata, str):
+            metadata = json.loads(metadata)
+        with self._lock:
+            if method == "chat.update":
+                if ts in self.messages:
+                    self.messages[ts].update(text=body.get("text"), blocks=body.get("blocks"))
+                return
+            self.messages[ts] = {"ts": ts, "channel": body.get("channel"),
+                                 "thread_ts": body.get("thread_ts"), "text": body.get("text"),
+                                 "blocks": body.get("blocks"), "metadata": metadata}
+
+    def _replies(self, body: dict[str, Any]) -> dict[str, Any]:
+        """conversations.replies: the parent and its thread, metadata only when asked for."""
+        root, channel = body.get("ts"), body.get("channel")
+        with_metadata = str(body.get("include_all_metadata")).lower() in ("1", "true")
+        with self._lock:
+            found = [dict(m) for m in self.messages.values() if m.get("channel") == channel
+                     and root in (m["ts"], m.get("thread_ts"))]
+        if not found:
+            return {"ok": False, "error": "thread_not_found"}
+        for message in found:
+            if not with_metadata or message.get("metadata") is None:
+                message.pop("metadata", None)
+        found.sort(key=lambda m: float(m["ts"]))
+        return {"ok": True, "messages": found, "has_more": False}
 
     def _next_ts(self) -> str:
         with self._lock:

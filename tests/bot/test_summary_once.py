@@ -1,0 +1,185 @@
+"""Each part of a thread's end is done exactly once, across bot restarts (issue 20, item 2).
+
+Real processes: a `specbench worker`, `specbench bot --http` processes killed with SIGKILL and
+started again, a real Redis, the Slack stand-in with its failure injection. A failed upload
+(`files.completeUploadExternal` answering ok:false) is retried, and a bot restarted meanwhile
+posts no second summary; a bot killed the moment its summary reached Slack (its answer held
+back) is succeeded at once by one that finds the summary in the thread and does the rest.
+
+Skipped without Redis unless SPECBENCH_REQUIRE_REDIS=1.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.store import Store
+from tests.bot.conftest import summaries
+from tests.bot.conftest import thread_of as thread_calls
+from tests.bot.test_distributed_bot import Bot
+from tests.jobs.test_distributed import Site, Worker, make_site, redis_db, wait_until
+from tests.standin.slack_api import Call, SlackStandin
+
+pytestmark = [pytest.mark.redis, pytest.mark.slow]
+
+PRESET = """\
+name: standin-once
+description: a short stand-in batch whose thread ends on a bad day
+engine: sglang
+queue: onceq
+metric: output_throughput
+min_effect_pct: 2.0
+reps: 1
+timeouts: {startup_s: 60, bench_s: 20}
+bench: {dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
+        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}
+overridable: []
+baseline:
+  server_args: {model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
+                cuda-graph-max-bs: 8}
+  env: {STANDIN_STARTUP_S: "0.2"}
+approaches:
+  - name: faster
+    hypothesis: a faster configuration
+    env: {STANDIN_THROUGHPUT: "90", STANDIN_STARTUP_S: "0.2"}
+"""
+COMPLETE = "files.completeUploadExternal"
+FINISH_S = 25.0  # under the 30 s a claim takes to lapse: a dead holder's is taken at once
+
+
+@pytest.fixture
+def site(tmp_path: Path) -> Iterator[Site]:
+    gen = redis_db()
+    yield make_site(tmp_path, next(gen), {"standin-once": PRESET})
+    next(gen, None)
+
+
+def shared(calls: list[Call]) -> list[str]:
+    """The names of the files shared into threads (completes Slack accepted)."""
+    uploaded = {c.answer["file_id"]: c.body["filename"] for c in calls
+                if c.method == "files.getUploadURLExternal"}
+    return [uploaded[f["id"]] for c in calls if c.method == COMPLETE and c.answer.get("ok")
+            for f in json.loads(c.body["files"])]
+
+
+def is_finished(calls: list[Call]) -> bool:
+    """The parent edited to its headline, and the chart and the run records shared."""
+    posts = [c for c in calls if c.method == "chat.postMessage"]
+    if not posts:
+        return False
+    parent_ts = posts[0].answer["ts"]
+    names = shared(calls)
+    return (any(n.endswith("-chart.png") for n in names)
+            and any(n.endswith("-runs.jsonl") for n in names)
+            and any(c.method == "chat.update" and c.body["ts"] == parent_ts
+                    and "baseline" in (c.body.get("text") or "") for c in calls))
+
+
+def check_once(standin: SlackStandin, store: Store, batch: str) -> None:
+    calls = standin.recorded(status=None)
+    assert len(summaries(calls)) == 1, "one summary"
+    names = shared(calls)
+    assert sorted(names) == sorted(set(names)) and len(names) == 2, names  # each file once
+    t = thread_calls(calls)
+    assert len([c for c in calls if c.method == "chat.postMessage"
+                and not c.body.get("thread_ts")]) == 1
+    assert "baseline" in t["parent_updates"][-1].body["text"]
+    assert "done" in t["progress_updates"][-1].body["text"]
+    posts = store.slack_posts(batch)
+    assert posts is not None and posts.summary_posted_at is not None
+    assert all(p.is_done for p in store.slack_parts(batch).values())
+
+
+def start(site: Site, standin: SlackStandin, bots: list[Bot]) -> Bot:
+    bot = Bot(site, standin)
+    bots.append(bot)
+    return bot
+
+
+def settle(site: Site, standin: SlackStandin, bots: list[Bot]) -> None:
+    """Yet another restart finds nothing left to post."""
+    before = len(standin.recorded(status=None))
+    last = start(site, standin, bots)
+    time.sleep(3)
+    last.stop()
+    after = standin.recorded(status=None)[before:]
+    assert [c.method for c in after if c.method != "auth.test"] == []
+
+
+@pytest.mark.timeout(180)
+def test_a_failed_upload_is_retried_and_a_restart_posts_no_second_summary(site: Site) -> None:
+    standin = SlackStandin().start()
+    worker = Worker(site, "onceq")
+    store = Store(site.database)
+    bots: list[Bot] = []
+    try:
+        standin.fail(COMPLETE, times=None)  # every upload fails until the bot is gone
+        first = start(site, standin, bots)
+        assert first.command("run standin-once").status_code == 200
+        failed = lambda cs: [c for c in cs if c.method == COMPLETE and not c.answer.get("ok")]  # noqa: E731
+        standin.wait_for(lambda cs: len(failed(cs)) >= 2, timeout=90)  # retried, not given up
+        [row] = store.list_batches()
+        assert len(summaries(standin.recorded())) == 1
+        first.kill9()
+        standin.fail(COMPLETE, times=1)  # and the successor's first try fails once more
+        second = start(site, standin, bots)
+        began = time.monotonic()
+        standin.wait_for(is_finished, timeout=60)
+        assert time.monotonic() - began < FINISH_S
+        wait_until(lambda: (p := store.slack_posts(row.id)) is not None
+                   and p.summary_posted_at is not None, timeout=15, what="the posted mark")
+        assert len(failed(standin.recorded())) >= 3
+        second.stop()
+        settle(site, standin, bots)
+        check_once(standin, store, row.id)
+    finally:
+        for bot in bots:
+            bot.stop()
+        worker.stop()
+        standin.stop()
+
+
+def is_summary(method: str, body: dict[str, Any]) -> bool:
+    return method == "chat.postMessage" and any(
+        b.get("type") == "header" for b in body.get("blocks") or [])
+
+
+@pytest.mark.timeout(180)
+def test_a_bot_killed_as_its_summary_is_sent_is_succeeded_at_once(site: Site) -> None:
+    standin = SlackStandin().start()
+    worker = Worker(site, "onceq")
+    store = Store(site.database)
+    bots: list[Bot] = []
+    try:
+        standin.hold(is_summary)  # Slack posts it; the bot never hears back
+        first = start(site, standin, bots)
+        assert first.command("run standin-once").status_code == 200
+        standin.wait_for(lambda cs: bool(summaries(cs)), timeout=90)
+        [row] = store.list_batches()
+        first.kill9()
+        standin.release()
+        assert store.slack_parts(row.id)["summary"].state == "pending"
+        second = start(site, standin, bots)
+        began = time.monotonic()
+        standin.wait_for(is_finished, timeout=60)
+        assert time.monotonic() - began < FINISH_S
+        wait_until(lambda: (p := store.slack_posts(row.id)) is not None
+                   and p.summary_posted_at is not None, timeout=15, what="the posted mark")
+        # found in the thread by its marker, not posted again
+        assert standin.recorded("conversations.replies")
+        (summary,) = summaries(standin.recorded())
+        assert store.slack_parts(row.id)["summary"].ref == summary.answer["ts"]
+        second.stop()
+        settle(site, standin, bots)
+        check_once(standin, store, row.id)
+    finally:
+        for bot in bots:
+            bot.stop()
+        worker.stop()
+        standin.stop()
