@@ -1,0 +1,75 @@
+"""A command's answer in Slack, posted once per request across bot restarts.
+
+Slack retries a command it saw no ack for, and replays it with the same trigger_id and
+`X-Slack-Retry-Num`; the bot drops a key it has seen in this process at once (bot.slack.app), and
+one seen by a predecessor through the store: the answer and each of its uploads are parts of the
+request's scope (`request:<key>`, bot.thread.ledger), so that a `digest` replayed after a restart
+posts nothing again, and one whose bot died mid-answer is finished.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from bot.chat.router import Reply
+from bot.thread.ledger import Ledger
+from bot.thread.messages import Message, Poster, Upload
+
+REPLY = "reply"
+
+
+async def request_ledger(store: Any, key: str | None, *, retried: bool) -> Ledger:
+    """The request's recorded parts: kept in the store when the key names one request (Slack's
+    unique ID of it, or Slack says it retries), else in memory only."""
+    if key is None or not retried:
+        return Ledger(store=None, scope="request")
+    return await Ledger.load(store, f"request:{key}")
+
+
+def is_answered(ledger: Ledger) -> bool:
+    """Whether a predecessor answered this request in full."""
+    return ledger.is_done(REPLY) and all(p.is_done for p in ledger.parts.values())
+
+
+async def answer(
+    poster: Poster, ledger: Ledger, *, reply: Reply, channel: str, user: str,
+    thread_ts: str | None, button: bool,
+) -> None:
+    """Post the reply (privately when it says so, or to a button's clicker), then its uploads in
+    its thread; each part once."""
+    message = Message(text=reply.text, blocks=reply.blocks)
+    if reply.ephemeral or button:
+        async def whisper() -> str | None:
+            await poster.ephemeral(channel=channel, user=user, message=message,
+                                   thread_ts=thread_ts)
+            return None
+
+        await ledger.once(REPLY, whisper)
+        return
+
+    async def post() -> str | None:
+        return await poster.post(channel=channel, thread_ts=thread_ts, message=message)
+
+    ts = await ledger.once(REPLY, post)  # a top-level answer has no thread to look in
+    where = thread_ts or ts
+    if where is None:
+        return
+    for upload in reply.uploads:
+        attempt, find = _upload_steps(poster, channel=channel, thread_ts=where, upload=upload)
+        await ledger.once(f"upload:{upload.filename}", attempt, find=find)
+
+
+def _upload_steps(
+    poster: Poster, *, channel: str, thread_ts: str, upload: Upload,
+) -> tuple[Callable[[], Awaitable[str | None]], Callable[[], Awaitable[str | None]]]:
+    async def attempt() -> str | None:
+        await poster.upload(channel=channel, thread_ts=thread_ts, files=[upload])
+        return upload.filename
+
+    async def find() -> str | None:
+        found = await poster.find_reply(channel=channel, thread_ts=thread_ts,
+                                        filename=upload.filename)
+        return None if found is None else upload.filename
+
+    return attempt, find
