@@ -24,6 +24,7 @@ from jobs.core.events import Event, LocalChannel, make_event
 from jobs.core.plans import BatchPlan
 from jobs.engines.base import worker_secrets
 from jobs.store import TERMINAL_STATES, BatchRow, Store
+from jobs.store.patient import PatientStore
 
 log = logging.getLogger(__name__)
 HISTORY_BATCHES = 20  # a preset's finished batches its estimates are drawn from, newest
@@ -247,15 +248,16 @@ class EmbeddedDispatcher:
             batch_id = self._inbox.get()
             if batch_id is None:
                 return
+            store = PatientStore.over(self.store)  # a database outage delays, never fails
             try:
-                row = self.store.get_batch(batch_id)
+                row = store.get_batch(batch_id)
                 if row is not None and row.state not in TERMINAL_STATES:
                     engine = self._engine_factory(row.engine) if self._engine_factory else None
-                    execute_batch(batch_id, store=self.store, sink=self.channel, engine=engine)
+                    execute_batch(batch_id, store=store, sink=self.channel, engine=engine)
             except Exception as exc:  # noqa: BLE001 - a batch's bug must not kill the worker
                 log.exception("batch %s failed", batch_id)
                 error = settings.redact(str(exc), secrets=worker_secrets())[:500]
-                self.store.set_state(batch_id, "failed", error=error)
+                store.set_state(batch_id, "failed", error=error)
                 self.channel.emit(make_event("batch.finished", batch_id, state="failed",
                                              report=None, error=error))
             finally:

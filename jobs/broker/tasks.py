@@ -5,7 +5,9 @@ A task takes an ID, loads the rest from the store and calls one core function. `
 a batch only while it holds the batch's store lease (renewed by a heartbeat thread), so that a
 duplicate or re-sent message, however late, never runs a batch twice at once. A lease whose
 owner was a worker of this host that is now dead is taken at once (`jobs.broker.worker`'s
-`is_dead_here`), and the store waits out a database blip (`PatientStore`).
+`is_dead_here`), and the store waits out a database outage (`PatientStore`). A batch is never
+failed for the database being away: past the store's patience it is left to its lease, and a
+worker's recovery sweep resumes it once the database answers.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from jobs.broker.worker import Runtime, is_dead_here, lease_owner, registry_dir,
 from jobs.core.events import make_event
 from jobs.engines import procs
 from jobs.store import TERMINAL_STATES, BatchRow, Store
+from jobs.store.outage import describe, is_outage
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +94,10 @@ def run_leased(rt: Runtime, batch_id: str) -> str:
             except LeaseLost:
                 return "lost"
             except Exception as exc:  # noqa: BLE001 - a batch's bug must not kill the worker
+                if is_outage(exc):  # the store waited past its patience: resume, never fail
+                    log.error("batch %s: the database is still away (%s); it resumes once the "
+                              "database answers and its lease lapses", batch_id, describe(exc))
+                    return "interrupted"
                 log.exception("batch %s failed", batch_id)
                 return _record_failure(rt, batch_id, exc)
             return "ran"

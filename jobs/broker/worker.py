@@ -10,7 +10,8 @@ Besides Celery's own loop (solo pool: one batch, so one server, at a time) it ru
   queue whose store lease has lapsed, or whose owner was a process of this host that is gone
   (`is_dead_here`: a worker restarted after a kill -9 need not wait for the TTL), get a fresh
   `run_batch` message, oldest first;
-- a patient store (`PatientStore`): a batch's store calls wait out a database blip;
+- a patient store (`jobs.store.patient.PatientStore`): a batch's store calls wait out a
+  database outage (up to SPECBENCH_DB_PATIENCE_S), so the batch resumes instead of failing;
 - no beat: the one digest scheduler is `python -m jobs.broker.beat` (compose's `beat`).
 """
 
@@ -24,29 +25,24 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import redis
-from sqlalchemy.exc import InterfaceError, OperationalError
 
 from jobs import settings
 from jobs.broker.streams import StreamSink, connect
 from jobs.core.errors import BrokerError, InfraError
-from jobs.core.records import RunRecord
 from jobs.engines import procs
 from jobs.ops import health
-from jobs.store import BatchRow, Store
+from jobs.store import Store
+from jobs.store.patient import PatientStore
 
 log = logging.getLogger(__name__)
 
 WORKER_KEY = "specbench:worker:{queue}:{worker}"
 DEFAULT_LEASE_TTL_S = 30.0
-PATIENCE_S = 60.0  # how long a batch's store call waits for the database to come back
-RETRY_MAX_S = 2.0
-T = TypeVar("T")
 
 
 def lease_ttl() -> float:
@@ -93,53 +89,6 @@ def is_dead_here(owner: str | None) -> bool:
     except ValueError:
         return False
     return not procs.is_alive(pid, started=started)
-
-
-class PatientStore(Store):
-    """The worker's store: a read or write a batch needs that fails because the database is
-    away is retried with backoff for up to PATIENCE_S, so a blip delays a batch instead of
-    losing its end. A cancel check that fails says no (the next poll asks again)."""
-
-    def get_batch(self, batch_id: str) -> BatchRow | None:
-        return _patiently("get_batch", lambda: Store.get_batch(self, batch_id))
-
-    def records(self, batch_id: str) -> list[RunRecord]:
-        return _patiently("records", lambda: Store.records(self, batch_id))
-
-    def put_records(self, records: Sequence[tuple[int, RunRecord]]) -> None:
-        _patiently("put_records", lambda: Store.put_records(self, records))
-
-    def save_report(self, batch_id: str, report: dict[str, Any]) -> None:
-        _patiently("save_report", lambda: Store.save_report(self, batch_id, report))
-
-    def set_state(
-        self, batch_id: str, state: str, *, error: str | None = None, host: str | None = None,
-        only_from: Sequence[str] | None = None,
-    ) -> bool:
-        return _patiently("set_state", lambda: Store.set_state(
-            self, batch_id, state, error=error, host=host, only_from=only_from))
-
-    def is_cancel_requested(self, batch_id: str) -> bool:
-        try:
-            return Store.is_cancel_requested(self, batch_id)
-        except (OperationalError, InterfaceError):
-            log.warning("cancel check of %s failed; asking again later", batch_id)
-            return False
-
-
-def _patiently(what: str, call: Callable[[], T]) -> T:
-    deadline = time.monotonic() + PATIENCE_S
-    delay = 0.2
-    while True:
-        try:
-            return call()
-        except (OperationalError, InterfaceError) as exc:
-            if time.monotonic() + delay > deadline:
-                raise
-            log.warning("store %s failed (%s); retrying in %.1f s", what,
-                        type(exc.orig).__name__ if exc.orig is not None else exc, delay)
-            time.sleep(delay)
-            delay = min(delay * 2, RETRY_MAX_S)
 
 
 def registry_dir(queue: str) -> Path:

@@ -27,6 +27,7 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ColumnElement
 
 from jobs import settings
+from jobs.store.connections import Timeouts, create_server_engine
 from jobs.store.schema import Batch
 
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
@@ -103,15 +104,16 @@ def rowcount(result: Result[Any]) -> int:
 
 
 def _create_engine(url: str) -> Engine:
+    """The engine, with connect and statement timeouts (jobs.store.connections)."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        return create_server_engine(parsed)
     memory = parsed.database in (None, "", ":memory:")
     if not memory:
         Path(str(parsed.database)).parent.mkdir(parents=True, exist_ok=True)
     engine = create_engine(
         url,
-        connect_args={"check_same_thread": False},
+        connect_args={"check_same_thread": False, "timeout": Timeouts.from_env().statement_s},
         poolclass=StaticPool if memory else None,
     )
     event.listen(engine, "connect", _on_sqlite_connect)
@@ -123,7 +125,8 @@ def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:
     # pysqlite's own transaction handling skips BEGIN for DDL and SELECT; we emit it ourselves.
     dbapi_connection.isolation_level = None
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA busy_timeout = 30000")  # the worker thread and the CLI share the file
+    # the worker thread and the CLI share the file: a writer waits for the other's lock
+    cursor.execute(f"PRAGMA busy_timeout = {int(Timeouts.from_env().statement_s * 1000)}")
     cursor.execute("PRAGMA journal_mode = WAL")
     cursor.execute("PRAGMA foreign_keys = ON")
     cursor.close()

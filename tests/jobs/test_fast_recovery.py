@@ -255,8 +255,7 @@ def test_the_patient_store_gives_up_in_the_end_and_a_cancel_check_says_no(
 
     from jobs.broker import worker
 
-    monkeypatch.setattr(worker, "PATIENCE_S", 0.6)
-    monkeypatch.setattr(worker, "RETRY_MAX_S", 0.1)
+    monkeypatch.setenv("SPECBENCH_DB_PATIENCE_S", "0.6")
     (tmp_path / "a-folder.db").mkdir()  # SQLite cannot open a folder: the database is "away"
     store = worker.PatientStore(f"sqlite:///{tmp_path / 'a-folder.db'}")
     begun = time.monotonic()
