@@ -4,8 +4,9 @@ Every handler acks first, then hands the work to a background task: the router a
 opens its thread (bot.thread). The Web API client is bot.slack.client's: on SLACK_API_URL, it
 waits out rate limits. A retried or replayed delivery does nothing twice: a key already seen by
 this process (a command's trigger_id, an event's event_id) is dropped at once, whether or not
-Slack's retry headers say so, so that a `digest` or any other answer is posted once; a `run`'s
-key also reaches `Dispatcher.submit`, whose store keeps it across restarts. A launch button
+Slack's retry headers say so, so that a `digest` or any other answer is posted once; the store
+keeps each answer's parts (bot.slack.replies), so a replay after a restart is dropped too; a
+`run`'s key also reaches `Dispatcher.submit`, whose store keeps it across restarts. A launch button
 (Retry, Re-run anyway) is keyed by the button, not the click: a double click starts one batch.
 
 In distributed mode the threads read events through the Redis consumer group
@@ -31,6 +32,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot.chat.router import Access, Caller, Router
 from bot.slack.client import SlackPoster, make_client
+from bot.slack.replies import answer, is_answered, request_ledger
 from bot.thread.messages import Feed, Message
 from bot.thread.summary_message import logs_message
 from bot.thread.thread_hub import ThreadHub
@@ -155,6 +157,10 @@ class SpecbenchBot:
             self._seen[key] = None
             while len(self._seen) > SEEN_KEYS:
                 self._seen.popitem(last=False)
+        # a replay its predecessor answered is dropped too (bot.slack.replies)
+        ledger = await request_ledger(self.dispatcher.store, key, retried=retried)
+        if is_answered(ledger):
+            return
         route = functools.partial(self.router.handle, line,
                                   caller=Caller(user=user, channel=channel), idempotency_key=key)
         reply = await asyncio.get_running_loop().run_in_executor(self._executor, route)
@@ -165,15 +171,8 @@ class SpecbenchBot:
                 await self.poster.ephemeral(channel=channel, user=user, thread_ts=thread_ts,
                                             message=Message(text=reply.text))
             return
-        message = Message(text=reply.text, blocks=reply.blocks)
-        if reply.ephemeral or button:
-            await self.poster.ephemeral(channel=channel, user=user, message=message,
-                                        thread_ts=thread_ts)
-        else:
-            ts = await self.poster.post(channel=channel, thread_ts=thread_ts, message=message)
-            if reply.uploads:
-                await self.poster.upload(channel=channel, thread_ts=thread_ts or ts,
-                                         files=list(reply.uploads))
+        await answer(self.poster, ledger, reply=reply, channel=channel, user=user,
+                     thread_ts=thread_ts, button=button)
 
     async def show_logs(self, *, batch_id: str, user: str, channel: str, thread_ts: str | None,
                         **_: Any) -> None:
