@@ -34,6 +34,7 @@ from bot.chat.router import Access, Caller, Router
 from bot.slack.client import SlackPoster, make_client
 from bot.slack.replies import answer, is_answered, request_ledger
 from bot.thread.messages import Feed, Message
+from bot.thread.store_retry import off_loop
 from bot.thread.summary_message import logs_message
 from bot.thread.thread_hub import ThreadHub
 from jobs.batches.dispatch import Dispatcher
@@ -180,7 +181,8 @@ class SpecbenchBot:
         if refusal is not None:  # the logs name hosts and models: the allow-lists bind them
             message = Message(text=f"Sorry: refused: {refusal}")
         else:
-            message = logs_message(store=self.dispatcher.store, batch_id=batch_id)
+            message = await off_loop(functools.partial(
+                logs_message, store=self.dispatcher.store, batch_id=batch_id))
         await self.poster.ephemeral(channel=channel, user=user, message=message,
                                     thread_ts=thread_ts)
 
@@ -195,6 +197,9 @@ class SpecbenchBot:
         except Exception:  # noqa: BLE001 - Bolt makes the call itself on the first request
             log.warning("auth.test at start-up failed; the first request will retry it",
                         exc_info=True)
+        self.spawn(self._catch_up())  # in the background: a database away must not hold acks
+
+    async def _catch_up(self) -> None:
         resumed = await self.hub.catch_up()
         if resumed:
             log.info("resumed the threads of %s", ", ".join(resumed))

@@ -24,7 +24,14 @@ from typing import TYPE_CHECKING, Any
 
 from bot.thread.messages import Ack, Message, redacted, render_message
 from bot.thread.progress_message import Coalescer, ProgressMessage
-from bot.thread.store_retry import FIRST_PAUSE_S, describe, is_blip, next_pause, patiently
+from bot.thread.store_retry import (
+    FIRST_PAUSE_S,
+    describe,
+    is_blip,
+    next_pause,
+    off_loop,
+    patiently,
+)
 from bot.thread.thread_end import finish_thread
 from jobs import settings
 from jobs.batches.dispatch import Submitted
@@ -60,13 +67,6 @@ class BatchThread:
     def __post_init__(self) -> None:
         plan = self.row.plan
         self.progress = ProgressMessage.of(self.row.id, (c.approach for c in plan.configs))
-        try:
-            self.progress.add_records(self.hub.dispatcher.store.records(self.row.id))
-        except Exception as exc:
-            if not is_blip(exc):
-                raise
-            log.warning("batch %s: no records yet, the store is unreachable (%s)", self.row.id,
-                        describe(exc))  # they are read again at the end
         self.edits = Coalescer(self.hub.interval)
         self.secrets = settings.secret_values(os.environ, *(c.env for c in plan.configs))
         self.host = self.row.host
@@ -103,6 +103,8 @@ class BatchThread:
         poster, store = self.hub.poster, self.hub.dispatcher.store
         if submitted is not None:
             self.position, self.live_workers = submitted.position, submitted.live_workers
+        else:  # resumed: the runs stored so far
+            await self._read_records()
         if self.parent_ts is None:
             self.parent_ts = await poster.post(channel=self.channel, thread_ts=None,
                                                message=self._parent())
@@ -118,6 +120,18 @@ class BatchThread:
                 await patiently(lambda: store.set_progress_ts(self.row.id, progress_ts),
                                 what=f"thread of {self.row.id}")
         self.edits.flushed()
+
+    async def _read_records(self) -> None:
+        """The stored runs' rows, read once off the event loop; an outage leaves them to the
+        end (they are read again there)."""
+        try:
+            self.progress.add_records(await off_loop(self.hub.dispatcher.store.records,
+                                                     self.row.id))
+        except Exception as exc:
+            if not is_blip(exc):
+                raise
+            log.warning("batch %s: no records yet, the store is unreachable (%s)", self.row.id,
+                        describe(exc))
 
     async def follow(self) -> None:
         """Apply events until the batch ends, then post its end (summary, uploads, headline)."""
@@ -140,7 +154,7 @@ class BatchThread:
                 self.hub.ack(entry)
             if event is None and time.monotonic() - checked >= poll:
                 checked = time.monotonic()
-                row, poll = self._poll_store(poll)
+                row, poll = await self._poll_store(poll)
                 if row is not None and row.state in TERMINAL_STATES:
                     self.row = row
                     break
@@ -148,11 +162,11 @@ class BatchThread:
                 await self._flush()
         await self.finish()
 
-    def _poll_store(self, poll: float) -> tuple[BatchRow | None, float]:
-        """The batch's row and the next poll's delay; a blip is logged once and backs off (the
-        events keep being applied meanwhile)."""
+    async def _poll_store(self, poll: float) -> tuple[BatchRow | None, float]:
+        """The batch's row (read off the event loop) and the next poll's delay; a blip is
+        logged once and backs off (the events keep being applied meanwhile)."""
         try:
-            row = self.hub.dispatcher.store.get_batch(self.row.id)
+            row = await off_loop(self.hub.dispatcher.store.get_batch, self.row.id)
         except Exception as exc:
             if not is_blip(exc):
                 raise

@@ -1,65 +1,49 @@
-"""A chat thread's store calls through a database blip: retried with backoff, never fatal.
+"""A chat process's store calls, never on its event loop, waiting out an outage.
 
-The store is the thread's memory (what it posted, whether the batch ended): a thread that gave up
-on a blip would leave its summary to the next bot start. `patiently(call)` retries a call that
-failed for the database being unreachable (`is_blip`) after 0.5, 1, 2, 4, then every 5 s until
-it answers or the thread is cancelled; any other error is raised as before. One warning per
-outage, one line when the store is back.
+The event loop acks Slack within its 3 s: a store call made on it would hold every ack for as
+long as the database takes, and a hung database takes as long as the connection's timeouts allow
+(jobs.store.connections). So every store call of a thread runs on the `STORE_THREADS` pool
+(`off_loop`), and `patiently` retries one that failed for an outage with jobs.store.outage's
+pauses (0.5, 1, 2, 4, then every 5 s) until it answers or the thread is cancelled; any other
+error is raised as before. The store is the thread's memory (what it posted, whether the batch
+ended): a thread that gave up on an outage would leave its summary to the next bot start.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
-import time
+import functools
 from collections.abc import Callable
-from typing import TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
-from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
-from sqlalchemy.exc import TimeoutError as PoolTimeout
+from jobs.store.outage import FIRST_PAUSE_S, Outage, describe, is_outage, next_pause
 
-log = logging.getLogger(__name__)
+__all__ = ["FIRST_PAUSE_S", "STORE_THREADS", "describe", "is_blip", "next_pause", "off_loop",
+           "patiently"]
+
 T = TypeVar("T")
+is_blip = is_outage  # the name the chat surfaces know it by
 
-FIRST_PAUSE_S = 0.5
-MAX_PAUSE_S = 5.0
-_BLIPS = (OperationalError, InterfaceError, DisconnectionError, PoolTimeout, ConnectionError,
-          TimeoutError)
-
-
-def is_blip(exc: BaseException) -> bool:
-    """Whether `exc` says the database is unreachable for now (not that a call was wrong)."""
-    if isinstance(exc, _BLIPS):
-        return True
-    return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+# Enough for every thread's store call and a few commands at once; each one is bounded by the
+# connection's timeouts, so a hung database holds a thread for that long at most.
+STORE_THREADS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="specbench-store")
 
 
-def describe(exc: BaseException) -> str:
-    """The error's first line, short (SQLAlchemy's messages go on with the SQL and a URL)."""
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0][:200] if lines else ''}"
-
-
-def next_pause(pause: float) -> float:
-    return min(pause * 2, MAX_PAUSE_S)
+async def off_loop(call: Callable[..., T], *args: Any) -> T:
+    """`call(*args)` on the store's threads: the event loop goes on while it waits."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(STORE_THREADS, functools.partial(call, *args))
 
 
 async def patiently(call: Callable[[], T], *, what: str) -> T:
-    """`call()`, retried with backoff while the database is unreachable."""
-    pause = FIRST_PAUSE_S
-    since: float | None = None
+    """`call()` off the event loop, retried with backoff while the database is unreachable."""
+    outage = Outage(what)
     while True:
         try:
-            result = call()
+            result = await off_loop(call)
         except Exception as exc:
-            if not is_blip(exc):
-                raise
-            if since is None:
-                since = time.monotonic()
-                log.warning("%s: the store is unreachable (%s); retrying", what, describe(exc))
-            await asyncio.sleep(pause)
-            pause = next_pause(pause)
+            await asyncio.sleep(outage.failed(exc))
             continue
-        if since is not None:
-            log.info("%s: the store answered again after %.1f s", what, time.monotonic() - since)
+        outage.answered()
         return result

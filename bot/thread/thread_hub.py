@@ -5,6 +5,7 @@ that meets a database blip is not dropped: it waits (with backoff) and carries o
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import queue
 import threading
@@ -13,7 +14,7 @@ from typing import Any
 
 from bot.thread.batch_thread import BatchThread
 from bot.thread.messages import Ack, Feed, Poster
-from bot.thread.store_retry import FIRST_PAUSE_S, describe, is_blip, next_pause
+from bot.thread.store_retry import FIRST_PAUSE_S, describe, is_blip, next_pause, patiently
 from jobs.batches.dispatch import Dispatcher, Submitted
 from jobs.core.events import Event
 from jobs.ops.owners import process_owner
@@ -158,14 +159,19 @@ class ThreadHub:
         return self._spawn(thread, thread.open(submitted))
 
     async def catch_up(self) -> list[str]:
-        """Resume the threads whose summary is not posted: finished ones post it now."""
+        """Resume the threads whose summary is not posted: finished ones post it now. The
+        store is read off the event loop and waited for through an outage."""
         resumed: list[str] = []
         if not self.durable:
             return resumed
-        for row in self.dispatcher.store.unposted_threads():
+        store = self.dispatcher.store
+        for row in await patiently(store.unposted_threads, what="catching up on threads"):
             if row.id in self.threads or row.channel is None:
                 continue
-            posts = self.dispatcher.store.slack_posts(row.id)
+            posts = await patiently(functools.partial(store.slack_posts, row.id),
+                                    what=f"thread of {row.id}")
+            if row.id in self.threads:  # opened while we waited
+                continue
             thread = BatchThread(hub=self, row=row, channel=row.channel, parent_ts=row.thread_ts,
                                  progress_ts=posts.progress_ts if posts else None)
             self.threads[row.id] = thread

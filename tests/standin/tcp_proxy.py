@@ -8,7 +8,9 @@
         proxy.restore()   # new connections go through again
 
 `cut()` closes the listening socket too, so a client sees "connection refused", as it would
-during a restart of the service; `restore()` listens again on the same port.
+during a restart of the service; `restore()` listens again on the same port. `hang()` is a
+service that froze: connections are still accepted, but nothing is forwarded either way, on new
+connections or open ones, until `restore()` lets what was held through.
 """
 
 from __future__ import annotations
@@ -27,6 +29,8 @@ class TcpProxy:
         self._conns: set[socket.socket] = set()
         self._listener: socket.socket | None = None
         self._closed = False
+        self._flowing = threading.Event()
+        self._flowing.set()
         self.port = port
         self._listen()
 
@@ -46,20 +50,27 @@ class TcpProxy:
                 client, _ = listener.accept()
             except OSError:
                 return  # cut() or close()
-            try:
-                upstream = socket.create_connection(self.target, timeout=5)
-            except OSError:
-                client.close()
-                continue
-            upstream.settimeout(None)
             with self._lock:
-                self._conns.update((client, upstream))
-            for src, dst in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
+                self._conns.add(client)
+            threading.Thread(target=self._connect, args=(client,), daemon=True).start()
+
+    def _connect(self, client: socket.socket) -> None:
+        self._flowing.wait()  # hung: accepted, never answered
+        try:
+            upstream = socket.create_connection(self.target, timeout=5)
+        except OSError:
+            self._drop(client)
+            return
+        upstream.settimeout(None)
+        with self._lock:
+            self._conns.add(upstream)
+        for src, dst in ((client, upstream), (upstream, client)):
+            threading.Thread(target=self._pump, args=(src, dst), daemon=True).start()
 
     def _pump(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
+                self._flowing.wait()  # hung: held until restore()
                 dst.sendall(data)
         except OSError:
             pass
@@ -89,14 +100,20 @@ class TcpProxy:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self._drop(sock)
 
+    def hang(self) -> None:
+        """The service freezes: it accepts connections and answers nothing on any of them."""
+        self._flowing.clear()
+
     def restore(self) -> None:
-        """The service is back on the same port."""
+        """The service is back on the same port (and what a hang held goes through)."""
         if self._listener is None and not self._closed:
             self._listen()
+        self._flowing.set()
 
     def close(self) -> None:
         self._closed = True
         self.cut()
+        self._flowing.set()  # held pumps wake up to find their sockets closed
 
     def __enter__(self) -> TcpProxy:
         return self

@@ -1,0 +1,229 @@
+"""A hung or refusing PostgreSQL neither freezes the bot nor fails the batch (issue 20, item 1).
+
+Real processes: a `specbench bot --http` and a `specbench worker`, both on one PostgreSQL
+database through a TCP proxy the test owns, a real Redis, the Slack stand-in. While a batch
+runs, the proxy first hangs (it accepts and answers nothing, on new connections and open ones),
+then refuses connections; all along, signed `help` commands arrive at a steady rate. Every one
+is acked in under 3 s and answered, and the batch completes: every configuration measured, its
+summary posted once.
+
+`run_outages` is also what `tests/bench/bench_db_hang.py` measures with a 30 s hang.
+Skipped without PostgreSQL or Redis (unless SPECBENCH_REQUIRE_POSTGRES / _REDIS say otherwise).
+"""
+
+from __future__ import annotations
+
+import statistics
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+from sqlalchemy.engine import make_url
+
+from jobs.store import BatchRow, Store
+from tests.bot.conftest import sign, summaries
+from tests.bot.test_distributed_bot import Bot
+from tests.jobs.test_distributed import Worker, make_site, redis_db, wait_until
+from tests.standin.postgres import fresh_database
+from tests.standin.slack_api import SlackStandin
+from tests.standin.tcp_proxy import TcpProxy
+
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+
+ACK_LIMIT_S = 3.0  # Slack retries a request it has no answer to after 3 s
+TIMEOUTS = {"SPECBENCH_DB_CONNECT_TIMEOUT_S": "2", "SPECBENCH_DB_STATEMENT_TIMEOUT_S": "3"}
+APPROACHES = 4
+PRESET = """\
+name: standin-hang
+description: a stand-in batch that runs while its database hangs, then refuses
+engine: sglang
+queue: hangq
+metric: output_throughput
+min_effect_pct: 2.0
+reps: 1
+timeouts: {startup_s: 60, bench_s: 20}
+bench: {dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
+        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}
+overridable: []
+baseline:
+  server_args: {model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
+                cuda-graph-max-bs: 8}
+  env: {STANDIN_STARTUP_S: "0.2"}
+approaches:
+""" + "".join(f"""  - name: step-{i}
+    hypothesis: ends while the database may be away
+    env: {{STANDIN_THROUGHPUT: "{90 + i}", STANDIN_STARTUP_S: "3"}}
+""" for i in range(1, APPROACHES + 1))
+
+
+@dataclass
+class Ack:
+    phase: str  # "before", "hang", "refused", "between", "after"
+    sent_at: float
+    latency_s: float
+    status: int
+
+
+@dataclass
+class Pinger:
+    """Signed `help` commands to the bot at a steady rate, each ack timed, on its own thread."""
+
+    port: int
+    rate_hz: float
+    phase: str = "before"
+    acks: list[Ack] = field(default_factory=list)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def start(self) -> Pinger:
+        self._thread = threading.Thread(target=self._run, name="pinger", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        period = 1.0 / self.rate_hz
+        with httpx.Client(timeout=30) as client:
+            next_at = time.monotonic()
+            while not self._stop.is_set():
+                self.acks.append(self._help(client))
+                next_at += period
+                self._stop.wait(max(next_at - time.monotonic(), 0.0))
+
+    def _help(self, client: httpx.Client) -> Ack:
+        body = urlencode({"team_id": "T0001", "channel_id": "C_LAB", "user_id": "U_ALICE",
+                          "command": "/specbench", "text": "help",
+                          "trigger_id": f"help-{time.time_ns()}"})
+        phase, began = self.phase, time.monotonic()
+        try:
+            status = client.post(f"http://127.0.0.1:{self.port}/slack/events",
+                                 content=body.encode(), headers=sign(body)).status_code
+        except httpx.HTTPError:
+            status = 0
+        return Ack(phase, began, time.monotonic() - began, status)
+
+
+@dataclass
+class Outcome:
+    acks: list[Ack]
+    row: BatchRow
+    records: list[tuple[str, str]]  # (approach, status)
+    summaries: int
+    help_answers: int
+    worker_log: str
+    bot_log: str
+    away_s: dict[str, float]  # each outage's measured length
+
+    def latencies(self, *phases: str) -> list[float]:
+        return [a.latency_s for a in self.acks if not phases or a.phase in phases]
+
+    def p99(self, *phases: str) -> float:
+        values = sorted(self.latencies(*phases))
+        if len(values) < 2:
+            return values[0] if values else float("nan")
+        return statistics.quantiles(values, n=100, method="inclusive")[98]
+
+
+@contextmanager
+def _database() -> Iterator[tuple[str, TcpProxy, str]]:
+    """A fresh, migrated database, a proxy to it, and its URL through the proxy."""
+    with fresh_database("specbench_hang") as created:
+        url = make_url(created)
+        Store(created).migrate()
+        with TcpProxy(url.host or "127.0.0.1", url.port or 5432) as proxy:
+            through = url.set(host="127.0.0.1", port=proxy.port)
+            yield created, proxy, through.render_as_string(hide_password=False)
+
+
+def run_outages(root: Path, outages: Sequence[tuple[str, float]], *, rate_hz: float = 2.0,
+                gap_s: float = 3.0) -> Outcome:
+    """One batch through `outages` ("hang" or "refused", seconds each, `gap_s` apart), started
+    once its baseline is stored, with `help` at `rate_hz` all along; then the batch's end."""
+    with _database() as (direct_url, proxy, proxied_url):
+        gen = redis_db()
+        site = make_site(root, next(gen), {"standin-hang": PRESET})
+        site.env.update(TIMEOUTS, SPECBENCH_DATABASE_URL=proxied_url)
+        standin = SlackStandin().start()
+        direct = Store(direct_url)
+        worker = Worker(site, "hangq")
+        bot: Bot | None = None
+        pinger: Pinger | None = None
+        away: dict[str, float] = {}
+        try:
+            bot = Bot(site, standin)
+            assert bot.command("run standin-hang").status_code == 200
+            [row] = wait_until(direct.list_batches, timeout=30, what="the batch stored")
+            wait_until(lambda: direct.records(row.id), timeout=60, what="the baseline's record")
+            pinger = Pinger(bot.port, rate_hz).start()
+            time.sleep(1.0)
+            for kind, seconds in outages:
+                pinger.phase = kind
+                began = time.monotonic()
+                if kind == "hang":
+                    proxy.hang()
+                else:
+                    proxy.cut()
+                time.sleep(seconds)
+                proxy.restore()
+                away[kind] = time.monotonic() - began
+                pinger.phase = "between"
+                time.sleep(gap_s)
+            pinger.phase = "after"
+            wait_until(lambda: (r := direct.get_batch(row.id)) is not None
+                       and r.state in ("done", "failed", "cancelled"), timeout=180,
+                       what="the batch to end")
+            standin.wait_for(lambda cs: bool(summaries(cs)), timeout=60)
+            pinger.stop()
+            sent = len(pinger.acks)
+            answered = lambda cs: [c for c in cs if c.method == "chat.postEphemeral"]  # noqa: E731
+            standin.wait_for(lambda cs: len(answered(cs)) >= sent, timeout=60)
+            time.sleep(1.0)  # room for a second summary, were there one
+            final = direct.get_batch(row.id)
+            assert final is not None
+            return Outcome(
+                acks=list(pinger.acks), row=final,
+                records=[(r.approach, r.status) for r in direct.records(row.id)],
+                summaries=len(summaries(standin.recorded())),
+                help_answers=len(answered(standin.recorded())), worker_log=worker.output(),
+                bot_log=bot.output(), away_s=away)
+        finally:
+            if pinger is not None:
+                pinger.stop()
+            if bot is not None:
+                bot.stop()
+            worker.stop()
+            standin.stop()
+            direct.close()
+            next(gen, None)
+
+
+@pytest.mark.timeout(420)
+def test_acks_stay_fast_and_the_batch_completes_while_the_database_hangs_then_refuses(
+    tmp_path: Path,
+) -> None:
+    outcome = run_outages(tmp_path, [("hang", 15.0), ("refused", 15.0)])
+    slowest = max(outcome.latencies())
+    print(f"acks: {len(outcome.acks)}, slowest {slowest:.3f} s, p99 {outcome.p99():.3f} s")
+    for phase in ("hang", "refused"):
+        assert len(outcome.latencies(phase)) >= 15, f"too few helps while {phase}"
+    assert all(a.status == 200 for a in outcome.acks), [a for a in outcome.acks if a.status != 200]
+    assert slowest < ACK_LIMIT_S, [a for a in outcome.acks if a.latency_s >= ACK_LIMIT_S]
+    assert outcome.help_answers >= len(outcome.acks), "every help is answered"
+    assert outcome.row.state == "done", (outcome.row.state, outcome.row.error)
+    assert outcome.row.report is not None
+    assert outcome.records == [("baseline", "ok")] + [
+        (f"step-{i}", "ok") for i in range(1, APPROACHES + 1)]
+    assert outcome.summaries == 1
+    # both processes met the outage and waited it out, neither gave up
+    assert "the store is unreachable" in outcome.worker_log
+    assert "giving up" not in outcome.worker_log
