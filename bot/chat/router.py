@@ -32,7 +32,7 @@ from jobs.commands import (
     status,
 )
 from jobs.commands.context import Access, Caller, Context
-from jobs.core.errors import UserError
+from jobs.core.errors import InfraError, UserError
 from jobs.engines.base import Engine
 
 __all__ = ["COMMANDS", "Access", "Caller", "Reply", "Router", "parse_options", "split_line"]
@@ -54,7 +54,7 @@ class Reply:
     blocks: list[dict[str, Any]] | None = None
     ephemeral: bool = True
     started: Submitted | None = None
-    exit_code: int = 0  # the console's: 0 done, 2 bad input or refused
+    exit_code: int = 0  # the console's: 0 done, 1 infrastructure (broker away), 2 bad input
     warnings: tuple[str, ...] = ()
     uploads: tuple[Upload, ...] = ()  # files for the reply's thread (Slack)
 
@@ -66,7 +66,8 @@ class Router:
     engine_for: Callable[[str], Engine] | None = None
 
     def handle(self, line: str, *, caller: Caller, idempotency_key: str | None = None) -> Reply:
-        """Route one line; a UserError becomes an ephemeral error reply."""
+        """Route one line; a UserError (exit 2) or an InfraError such as an unreachable broker
+        (exit 1) becomes an ephemeral error reply."""
         if len(line) > MAX_LINE_CHARS:
             return _error(f"that line is {len(line):,} characters long; a command is at most "
                           f"{MAX_LINE_CHARS:,}")
@@ -86,6 +87,8 @@ class Router:
             return handler(args, ctx, idempotency_key)
         except UserError as exc:
             return _error(str(exc))
+        except InfraError as exc:  # the broker away: said as the CLI says it, never silence
+            return Reply(text=views.error(str(exc)), exit_code=exc.exit_code)
 
 
 def _run(args: list[str], ctx: Context, key: str | None) -> Reply:

@@ -12,7 +12,8 @@ import redis
 from jobs.batches.dispatch import QueueEntry, Submitted, Subscription, queue_entries, request_cancel
 from jobs.batches.planning import submit
 from jobs.broker.celery_app import RUN_BATCH, make_app
-from jobs.broker.streams import StreamSink, StreamSubscription, connect
+from jobs.broker.sink import StreamSink
+from jobs.broker.streams import StreamSubscription, connect
 from jobs.broker.worker import WORKER_KEY, ping
 from jobs.core.errors import BrokerError
 from jobs.core.events import make_event
@@ -31,6 +32,7 @@ class DistributedDispatcher:
         self.store = store
         self.url = url
         self._client = connect(url, timeout_s=PING_TIMEOUT_S)
+        self._sink = StreamSink(self._client)  # sends from a thread of its own; flushed at close
         self._app: Any = None
         self._checked = False
 
@@ -68,7 +70,7 @@ class DistributedDispatcher:
             self._checked = False
             raise BrokerError.unreachable(self.url, exc) from None
         position = self.position(row)
-        StreamSink(self._client).emit(make_event(
+        self._sink.emit(make_event(
             "batch.queued", row.id, queue=row.queue, position=position, preset=row.preset,
             approaches=[c.approach for c in row.plan.configs], live_workers=live,
         ))
@@ -85,8 +87,8 @@ class DistributedDispatcher:
         row = request_cancel(self.store, batch_id)
         if before is not None and before.state == "queued" and row.state == "cancelled":
             # No worker will tell: the batch never started, its message finds it ended.
-            StreamSink(self._client).emit(make_event("batch.cancelled", batch_id,
-                                                     state="cancelled", report=None))
+            self._sink.emit(make_event("batch.cancelled", batch_id, state="cancelled",
+                                       report=None))
         return row
 
     def subscribe(self, *, batch: str | None = None) -> Subscription:
@@ -104,6 +106,7 @@ class DistributedDispatcher:
             return None
 
     def close(self) -> None:
+        self._sink.close(timeout=PING_TIMEOUT_S)
         self._client.close()
         if self._app is not None:
             self._app.close()

@@ -1,4 +1,5 @@
-"""Events over Redis: the Stream sink a worker emits to, and the two ways to read them back.
+"""Events over Redis: the stream, and the two ways to read it back (the sink a worker emits
+to, which never waits on Redis, is jobs.broker.sink).
 
 Every event is one entry of the stream `specbench:events` with a single field, `event`, holding
 the event's JSON. `StreamSubscription` follows the stream from now on (`specbench run` waiting
@@ -23,10 +24,6 @@ log = logging.getLogger(__name__)
 
 STREAM = "specbench:events"
 MAX_LEN = 100_000  # roughly a few weeks of events; trimmed approximately, which is cheap
-# The batch's ending matters to the chat surfaces: retried longer than a phase is.
-_RETRY_S = {"batch.finished": 30.0, "batch.cancelled": 30.0, "batch.started": 10.0,
-            "batch.queued": 10.0}
-_DEFAULT_RETRY_S = 3.0
 _ERRORS = (redis.ConnectionError, redis.TimeoutError, OSError)
 # What a subscription rides out: any client-side failure (a reply cut off mid-way reads as a
 # protocol error), never raised to a caller that waits for events (`specbench run`).
@@ -45,32 +42,6 @@ def decode(fields: dict[Any, Any]) -> Event:
     raw = fields.get(b"event", fields.get("event", b"{}"))
     event: Event = json.loads(raw)
     return event
-
-
-class StreamSink:
-    """Emits events to the stream; a Redis hiccup is retried briefly, then logged and dropped
-    (the batch itself never fails for an event: its records are in the store)."""
-
-    def __init__(self, client: redis.Redis, *, stream: str = STREAM) -> None:
-        self._client = client
-        self._stream = stream
-
-    def emit(self, event: Event) -> None:
-        payload = json.dumps(event, ensure_ascii=False, default=str)
-        deadline = time.monotonic() + _RETRY_S.get(str(event.get("type")), _DEFAULT_RETRY_S)
-        pause = 0.05
-        while True:
-            try:
-                self._client.xadd(self._stream, {"event": payload}, maxlen=MAX_LEN,
-                                  approximate=True)
-                return
-            except _ERRORS as exc:
-                if time.monotonic() >= deadline:
-                    log.warning("event %s of %s dropped: Redis unreachable (%s)",
-                                event.get("type"), event.get("batch"), exc)
-                    return
-                time.sleep(pause)
-                pause = min(pause * 2, 1.0)
 
 
 class StreamSubscription:

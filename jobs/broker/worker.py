@@ -26,13 +26,15 @@ import threading
 import time
 import uuid
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import redis
 
 from jobs import settings
-from jobs.broker.streams import StreamSink, connect
+from jobs.broker.sink import StreamSink
+from jobs.broker.streams import connect
 from jobs.core.errors import BrokerError, InfraError
 from jobs.engines import procs
 from jobs.ops import health
@@ -43,6 +45,8 @@ log = logging.getLogger(__name__)
 
 WORKER_KEY = "specbench:worker:{queue}:{worker}"
 DEFAULT_LEASE_TTL_S = 30.0
+SINK_TIMEOUT_S = 1.0  # the event sink's socket timeouts: its publisher thread retries anyway
+SINK_CLOSE_S = 3.0  # how long a stopping worker tries to send the events still queued
 
 
 def lease_ttl() -> float:
@@ -111,9 +115,11 @@ class Runtime:
     idle_since: float = field(default_factory=time.monotonic)
     sent: dict[str, float] = field(default_factory=dict)
 
-    @property
+    @cached_property
     def sink(self) -> StreamSink:
-        return StreamSink(self.client)
+        """The one sink of this worker: events go out from a thread of its own, on a client of
+        its own, so that a batch never waits on Redis (jobs.broker.sink)."""
+        return StreamSink(connect(self.url, timeout_s=SINK_TIMEOUT_S))
 
     def set_busy(self, busy: bool) -> None:
         self.busy = busy
@@ -269,6 +275,8 @@ def main(queue: str) -> int:
         worker.start()
     finally:
         stop.set()
+        if "sink" in rt.__dict__:  # events a stopping worker still holds: a bounded try
+            rt.sink.close(timeout=SINK_CLOSE_S)
         _forget_heartbeat()
         try:
             client.delete(WORKER_KEY.format(queue=queue, worker=rt.worker_id))

@@ -161,7 +161,8 @@ def _measure(url: str, client: redis.Redis, root: Path) -> dict[str, str]:
 
 
 def _stream_latency(url: str, count: int = 1000) -> str:
-    from jobs.broker.streams import StreamSink, StreamSubscription, connect
+    from jobs.broker.sink import StreamSink
+    from jobs.broker.streams import StreamSubscription, connect
     from jobs.core.events import make_event
 
     sub = StreamSubscription(connect(url), stream="specbench:bench-latency")

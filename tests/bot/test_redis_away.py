@@ -1,27 +1,38 @@
-"""`specbench run` does not wait forever when Redis goes away as its batch ends (issue 10,
-item 4): the store is the truth, and the CLI polls it while it waits for events.
+"""Redis away (issue 10, item 4; issue 20, item 4): the store is the truth and events are
+notifications, so a batch neither waits for Redis nor is lost without it.
 
-Real processes: a redis-server of this test's own on a free port (killed mid-batch), a
-`specbench worker` (its task already delivered, so the batch runs on and ends in the store; its
-end event is dropped), and `specbench run` (or `specbench console -c "run ..."`) itself.
+- `specbench run` (or `specbench console -c "run ..."`) whose Redis goes away as its batch ends
+  polls the store and ends with the stored report.
+- A worker whose Redis goes away mid-batch runs the rest at its normal pace (events are sent
+  from the sink's own thread, jobs.broker.sink), and once Redis answers again the events the
+  summary needs arrive.
+- A chat `run` while Redis is away is answered: it cannot reach the broker.
+
+Real processes: a redis-server of each test's own on a free port (killed mid-batch, started
+again), `specbench worker`, `specbench run`/`console`, `specbench bot --http` with the Slack
+stand-in. Waits are on conditions (store rows, log lines, recorded calls), never fixed sleeps.
 """
 
 from __future__ import annotations
 
-import shutil
-import signal
+import json
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import pytest
 
 from bot.cli.commands import END_GRACE_S, STORE_POLL_S
-from jobs.engines.procs import free_port
+from jobs.broker.streams import STREAM
+from jobs.core.records import RunRecord
 from jobs.store import TERMINAL_STATES, Store
+from tests.bot.test_distributed_bot import Bot
 from tests.jobs.test_distributed import REPO, Site, Worker, make_site, wait_until
+from tests.standin.redis_server import RedisServer
+from tests.standin.slack_api import SlackStandin
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -47,45 +58,57 @@ approaches:
     env: {STANDIN_THROUGHPUT: "90", STANDIN_STARTUP_S: "1"}
 """
 
-
-class RedisServer:
-    """A redis-server of our own, no persistence: killing it loses everything, as a crash
-    would."""
-
-    def __init__(self, root: Path) -> None:
-        if shutil.which("redis-server") is None:
-            pytest.skip("no redis-server on PATH")
-        self.port = free_port()
-        self.log = open(root / f"redis-{self.port}.log", "w")  # noqa: SIM115 - closed in kill()
-        self.proc = subprocess.Popen(
-            ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no"], stdout=self.log, stderr=subprocess.STDOUT)
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        wait_until(self._answers, timeout=10, what="redis-server to answer", alive=self.proc)
-
-    def _answers(self) -> bool:
-        import redis
-
-        try:
-            return bool(redis.Redis(port=self.port, socket_connect_timeout=0.5).ping())
-        except redis.RedisError:
-            return False
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(timeout=10)
-        self.log.close()
+# Three configurations alike in what they cost: the baseline runs with Redis, the other two
+# without it, and each emits a phase per step (launching, ready, warm-up, 3 repetitions,
+# stopping), which used to cost 3 s each while Redis was away.
+PACE = """\
+name: standin-pace
+description: configurations alike in cost, to time with and without Redis
+engine: sglang
+queue: paceq
+metric: output_throughput
+min_effect_pct: 2.0
+reps: 3
+timeouts: {startup_s: 60, bench_s: 20}
+bench: {dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
+        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}
+overridable: []
+baseline:
+  server_args: {model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
+                cuda-graph-max-bs: 8}
+  env: {STANDIN_STARTUP_S: "0.5"}
+approaches:
+  - name: away-1
+    hypothesis: runs while Redis is away
+    env: {STANDIN_THROUGHPUT: "90"}
+  - name: away-2
+    hypothesis: runs while Redis is away too
+    env: {STANDIN_THROUGHPUT: "80"}
+"""
 
 
 @pytest.fixture
 def away(tmp_path: Path) -> Iterator[tuple[Site, RedisServer]]:
     server = RedisServer(tmp_path)
-    site = make_site(tmp_path, server.url, {"standin-away": PRESET})
+    site = make_site(tmp_path, server.url, {"standin-away": PRESET, "standin-pace": PACE})
     try:
         yield site, server
     finally:
         server.kill()
+
+
+def cli(site: Site, argv: list[str], root: Path) -> tuple[subprocess.Popen[bytes], Path, Path]:
+    out, err = root / "run.out", root / "run.err"
+    with open(out, "w") as stdout, open(err, "w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "bot.cli.main", *argv, "--timeout", "600"],
+                                env=site.worker_env(), cwd=REPO, stdout=stdout, stderr=stderr)
+    return proc, out, err
+
+
+def stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.mark.timeout(200)
@@ -98,28 +121,22 @@ def test_run_ends_with_the_stored_report_when_redis_is_gone_at_the_end(
             else ["console", "-c", "run standin-away"])
     worker = Worker(site, "awayq")
     store = Store(site.database)
-    out, err = tmp_path / "run.out", tmp_path / "run.err"
-    with open(out, "w") as stdout, open(err, "w") as stderr:
-        cli = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli.main", *argv, "--timeout", "600"],
-            env=site.worker_env(), cwd=REPO, stdout=stdout, stderr=stderr)
+    proc, out, err = cli(site, argv, tmp_path)
     try:
         rows = wait_until(lambda: store.list_batches(), timeout=30, what="the batch",
-                          alive=cli)
+                          alive=proc)
         batch = rows[0].id
         wait_until(lambda: store.records(batch), timeout=60, what="the baseline's record",
-                   alive=cli)
+                   alive=proc)
         server.kill()  # the worker's task is already delivered: the batch runs on
         row = wait_until(lambda: (r := store.get_batch(batch)) is not None
                          and r.state in TERMINAL_STATES and r, timeout=120,
                          what="the batch to end in the store")
         ended = time.monotonic()
-        rc = cli.wait(timeout=STORE_POLL_S + END_GRACE_S + 20)
+        rc = proc.wait(timeout=STORE_POLL_S + END_GRACE_S + 20)
         waited = time.monotonic() - ended
     finally:
-        if cli.poll() is None:
-            cli.kill()
-            cli.wait()
+        stop(proc)
         worker.stop()
     assert row.state == "done" and row.report is not None
     report = out.read_text()
@@ -131,3 +148,92 @@ def test_run_ends_with_the_stored_report_when_redis_is_gone_at_the_end(
     else:  # the console's thread saw the end in the store and posted its summary
         assert "Next steps" in report
     assert "Traceback" not in err.read_text()
+
+
+def seconds(record: RunRecord) -> float:
+    """A configuration's time, from its record's start to its end."""
+    started, finished = (datetime.fromisoformat(str(at).replace("Z", "+00:00"))
+                         for at in (record.started_at, record.finished_at))
+    return (finished - started).total_seconds()
+
+
+def stream_events(server: RedisServer, batch: str) -> list[tuple[str, str | None]]:
+    entries = server.client().xrange(STREAM)
+    events = [json.loads(fields[b"event"]) for _, fields in entries]
+    return [(e["type"], e.get("approach")) for e in events if e.get("batch") == batch]
+
+
+@pytest.mark.timeout(200)
+def test_a_worker_keeps_its_pace_with_redis_away_and_sends_the_ends_once_it_is_back(
+    away: tuple[Site, RedisServer], tmp_path: Path
+) -> None:
+    site, server = away
+    worker = Worker(site, "paceq")
+    store = Store(site.database)
+    proc, out, err = cli(site, ["run", "standin-pace"], tmp_path)
+    try:
+        batch = wait_until(lambda: store.list_batches(), timeout=30, what="the batch",
+                           alive=proc)[0].id
+        wait_until(lambda: store.records(batch), timeout=60, what="the baseline's record",
+                   alive=proc)
+        server.kill()
+        killed = time.monotonic()
+        log = worker.logged(f"run_batch {batch}: ran", timeout=120)
+        worker_took = time.monotonic() - killed
+        assert f"run_batch {batch}: ran" in log, log[-3000:]
+        rc = proc.wait(timeout=STORE_POLL_S + END_GRACE_S + 20)
+        server.start()  # empty (no persistence): what arrives now was queued by the worker
+        wait_until(lambda: ("batch.finished", None) in stream_events(server, batch),
+                   timeout=30, what="the batch's end on the stream once Redis is back")
+        events = stream_events(server, batch)
+    finally:
+        stop(proc)
+        worker.stop()
+    records = {r.approach: r for r in store.records(batch)}
+    baseline, away_runs = seconds(records["baseline"]), [seconds(records["away-1"]),
+                                                         seconds(records["away-2"])]
+    print(f"baseline {baseline:.2f} s with Redis; without: {away_runs[0]:.2f} s, "
+          f"{away_runs[1]:.2f} s; worker's rest of the batch {worker_took:.2f} s")
+    assert rc == 0, err.read_text()[-2000:]
+    # each configuration emits 7 phases: 3 s each, as it was, would add 21 s to each
+    for took in away_runs:
+        assert took < baseline * 1.5 + 3, f"{took:.1f} s without Redis against {baseline:.1f} s"
+    assert worker_took < sum(away_runs) + 8, f"the worker took {worker_took:.1f} s"
+    # the events the summary needs arrive, in order; progress is coalesced while away
+    lasting = [e for e in events if e[0] != "approach.phase"]
+    assert lasting == [("approach.finished", "away-1"), ("approach.finished", "away-2"),
+                       ("batch.finished", None)], events
+    assert len(events) - len(lasting) <= 3, events
+
+
+@pytest.mark.timeout(120)
+def test_a_chat_run_while_redis_is_away_says_it_cannot_reach_the_broker(
+    away: tuple[Site, RedisServer], standin: SlackStandin
+) -> None:
+    site, server = away
+    bot = Bot(site, standin)
+    store = Store(site.database)
+    try:
+        assert bot.command("run standin-away").status_code == 200  # queued: no worker needed
+        wait_until(lambda: len(store.list_batches()) == 1, timeout=30, what="the first batch")
+        standin.wait_for(lambda cs: any(c.method == "chat.postMessage" for c in cs), timeout=20)
+        server.kill()
+        answers: list[str] = []
+        for attempt in range(2):  # a known broker (no ping), then one pinged again
+            asked = time.monotonic()
+            assert bot.command("run standin-away").status_code == 200
+            calls = standin.wait_for(lambda cs, n=attempt: len(
+                [c for c in cs if c.method == "chat.postEphemeral"]) > n, timeout=30)
+            answers.append([c for c in calls if c.method == "chat.postEphemeral"][-1]
+                           .body["text"].strip())
+            assert time.monotonic() - asked < 15, "the answer took too long"
+        assert bot.command("help").status_code == 200
+        standin.wait_for(lambda cs: len([c for c in cs if c.method == "chat.postEphemeral"])
+                         > 2, timeout=20)
+    finally:
+        bot.stop()
+    for text in answers:
+        assert f"cannot reach the broker at redis://127.0.0.1:{server.port}/0" in text, text
+        assert "\n" not in text, text
+    assert len(store.list_batches()) == 1  # nothing stored for the refused runs
+    assert "background work failed" not in bot.output()  # the silence it used to be
