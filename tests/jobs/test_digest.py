@@ -246,7 +246,7 @@ def test_a_sweep_point_counts_only_through_its_confirmation() -> None:
                              rec("b-confirm", CHUNK_0, 86.4)]}
     (best,) = build_digest(rows, records, now=NOW, days=7)["best"]
     assert (best["approach"], best["batch"], best["delta_pct"]) == (CHUNK_0, "b-confirm", 8.0)
-    (series,) = experiment_best(rows, records, now=NOW, days=7)
+    (series,) = daily_best(rows, records, now=NOW, days=7)
     assert max(p["delta_pct"] for p in series["points"]) == 8.0
     # a confirmation that did not hold up leaves the sweep's other judged result the best
     rows[1] = row("b-confirm", days_ago=2.9, results=[
