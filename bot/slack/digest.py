@@ -43,8 +43,8 @@ def publish_digest(store: Store, *, days: float = 7.0, period: str | None = None
     """Build the digest and its chart from the store and post both; with a `period`, once
     (False when that period's digest was posted already)."""
     scope = None if period is None else f"digest:{period}"
-    if scope is not None and {MESSAGE, CHART} <= {
-            p for p, s in store.slack_parts(scope).items() if s.is_done}:
+    parts = {} if scope is None else store.slack_parts(scope)
+    if MESSAGE in parts and all(p.is_done for p in parts.values()):
         log.info("the digest of %s was posted already", period)
         return False
     data = digest(Context(store=store, caller=BEAT), days=days)

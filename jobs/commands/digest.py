@@ -16,7 +16,7 @@ from jobs.core.digest import build_digest
 from jobs.core.errors import UserError
 from jobs.core.limits import MAX_DAYS
 from jobs.core.rules import load_rules
-from jobs.core.trends import daily_best
+from jobs.core.trends import experiment_best
 
 
 @dataclass(frozen=True)
@@ -26,7 +26,7 @@ class Digest:
 
 
 CHART_NAME = "specbench-digest-trend.png"
-CHART_TITLE = "Best judged Δ vs own baseline per preset and hardware, day by day"
+CHART_TITLE = "Each experiment's best judged Δ vs own baseline per preset and hardware"
 
 
 def digest(
@@ -47,6 +47,6 @@ def digest(
 
         zone = ZoneInfo(tz)
         start = (now - dt.timedelta(days=days)).astimezone(zone).date()
-        png = to_trend_png(daily_best(rows, records, now=now, days=days, tz=tz),
+        png = to_trend_png(experiment_best(rows, records, now=now, days=days, tz=tz),
                            start=start, end=now.astimezone(zone).date())
     return Digest(digest=data, chart=png)

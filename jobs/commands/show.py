@@ -1,5 +1,6 @@
-"""`show [BATCH]`: a stored batch (the latest by default): its report and its run records,
-and its chart (`chart_of`).
+"""`show [BATCH]`: a stored batch (by default the latest a person started: after a sweep, the
+sweep batch, its confirmation folded in), its report and its run records, and its chart
+(`chart_of`).
 
 The report is the one stored when the batch ended (what its thread was told); a batch still
 running, or cut short, gets one built from the records so far.
@@ -10,11 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.batches import sweeping
 from jobs.batches.execution import build_report
 from jobs.commands.context import Context
 from jobs.core.errors import UserError
 from jobs.core.records import RunRecord
 from jobs.store import BatchRow, Store
+from jobs.store.experiments import confirmation_of, latest_experiment
 
 
 @dataclass(frozen=True)
@@ -33,13 +36,13 @@ class Shown:
 
 
 def show(ctx: Context, batch: str | None = None, *, records_only: bool = False) -> Shown:
-    row = ctx.batch(batch) if batch else ctx.store.latest_batch()
+    row = ctx.batch(batch) if batch else latest_experiment(ctx.store)
     if row is None:
         raise UserError("no batch stored yet")
     records = ctx.store.records(row.id)
     if records_only:
         return Shown(row=row, records=records, report=None)
-    return Shown(row=row, records=records, report=report_of(row, records))
+    return Shown(row=row, records=records, report=report_of(row, records, store=ctx.store))
 
 
 def chart_of(data: Shown) -> bytes:
@@ -53,16 +56,27 @@ def chart_of(data: Shown) -> bytes:
     return png
 
 
-def report_of(row: BatchRow, records: list[RunRecord]) -> dict[str, Any]:
-    """The batch's stored report, or one built from its records so far."""
+def report_of(
+    row: BatchRow, records: list[RunRecord], *, store: Store | None = None
+) -> dict[str, Any]:
+    """The batch's stored report, or one built from its records so far; a confirmation's names
+    its sweep (`confirms`), and a sweep's still running shows its points and, with `store`, its
+    confirmation as it stands (one experiment, SPEC.md)."""
     if row.report is not None:
+        if row.plan.confirms is not None and "confirms" not in row.report:
+            return {**row.report, "confirms": row.plan.confirms}  # stored before the key
         return row.report
     if not any(r.role == "baseline" for r in records):
         raise UserError(f"batch {row.id} ({row.state}) has no baseline record yet")
     report = build_report(records, row.plan)
     report["state"] = row.state
+    if row.plan.confirms is not None:
+        report["confirms"] = row.plan.confirms
+    if row.plan.sweep is not None:
+        confirming = None if store is None else confirmation_of(store, row.id)
+        report = sweeping.add_running(report, row.plan, records, confirming=confirming)
     return report
 
 
 def stored_report(store: Store, row: BatchRow) -> dict[str, Any]:
-    return report_of(row, store.records(row.id))
+    return report_of(row, store.records(row.id), store=store)
