@@ -99,16 +99,23 @@ class SGLangEngine:
 
     name = "sglang"
 
+    def __init__(self) -> None:
+        # The release this engine's preflight checked the batch against: its runs are spelled
+        # for it without asking again (an SGLang without metadata is imported at each asking).
+        self._version: str | None = None
+
     def preflight(self, plan: BatchPlan) -> dict[str, str]:
-        return preflight.check_plan(plan, preflight.known_help(sglang_python()),
-                                    table=load_table())
+        found = preflight.known_help(sglang_python())
+        self._version = found.version
+        return preflight.check_plan(plan, found, table=load_table())
 
     def fingerprint(self) -> dict[str, Any]:
         return host_fingerprint(sglang_python())
 
     def run(self, config: RunConfig, ctx: RunContext) -> RunRecord:
-        try:  # cached by preflight; the record keeps the names that ran
-            version = preflight.sglang_version(preflight.resolve_python(sglang_python()))
+        try:  # the record keeps the names that ran
+            version = self._version or preflight.sglang_version(
+                preflight.resolve_python(sglang_python()))
             config = to_release(config, version, load_table())
         except (UserError, EngineError):
             pass  # no SGLang to ask: the launch itself will say so
