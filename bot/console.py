@@ -4,7 +4,8 @@ The same router, templates and thread as the Slack bot; the thread is drawn inde
 parent. On a terminal the progress message is redrawn in place; otherwise every update is
 printed as plain lines. With `-c LINE` one line runs, and the console waits for any batch it
 started to end: for its thread, or, should the end event never come (Redis away), for the store
-to say so.
+to say so. SIGINT (Ctrl-C), SIGTERM and SIGHUP end the console and the batches it runs,
+`cancelled`, their servers stopped (`bot.cli.interrupts`), not only the display.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+import threading
 from typing import Any, TextIO
 
 from bot.chat.router import Caller, Reply, Router
@@ -186,7 +188,7 @@ class Console:
         try:
             while True:
                 self.poster.show_prompt()
-                line = await asyncio.to_thread(stdin.readline)
+                line = await _read_line(stdin)
                 self.poster.prompt_answered()
                 if not line:
                     break
@@ -203,15 +205,38 @@ class Console:
             await self.hub.close()
 
 
+async def _read_line(stdin: TextIO) -> str:
+    """The next line of `stdin`, read on a daemon thread: a console stopped while it waits for
+    a line must not wait for that thread (asyncio joins its own executor's threads)."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[str] = loop.create_future()
+
+    def give(text: str) -> None:
+        if not answer.done():
+            answer.set_result(text)
+
+    def read() -> None:
+        text = stdin.readline()
+        try:
+            loop.call_soon_threadsafe(give, text)
+        except RuntimeError:
+            pass  # the loop has closed: no one waits for this line any more
+
+    threading.Thread(target=read, name="console-stdin", daemon=True).start()
+    return await answer
+
+
 def run_console(*, line: str | None, timeout: float) -> int:
     """`specbench console [-c LINE] [--timeout S]`."""
+    from bot.cli import interrupts
     from jobs.batches.dispatch import get_dispatcher
 
     dispatcher = get_dispatcher()
-    try:
-        console = Console(dispatcher, sys.stdout)
-        if line is not None:
-            return asyncio.run(console.run_line(line, timeout=timeout))
-        return asyncio.run(console.repl(sys.stdin, timeout=timeout))
-    finally:
-        dispatcher.close()
+    with interrupts.Trap() as trap:  # Ctrl-C stops the batches, not only the display
+        try:
+            console = Console(dispatcher, sys.stdout)
+            if line is not None:
+                return asyncio.run(console.run_line(line, timeout=timeout))
+            return asyncio.run(console.repl(sys.stdin, timeout=timeout))
+        finally:
+            interrupts.close_dispatcher(dispatcher, trap=trap, command="console")

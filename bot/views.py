@@ -33,7 +33,9 @@ def started(data: Started) -> str:
 def status(data: dict[str, Any], fmt: str = "text") -> str:
     if fmt == "json":
         return json.dumps(data, indent=2) + "\n"
-    return render_text("status", queues=data["queues"])
+    ended = "".join(f"batch {e['batch']} ended {e['state']}: {e['reason']}\n"
+                    for e in data.get("ended", ()))
+    return ended + render_text("status", queues=data["queues"])
 
 
 def shown(data: Shown, fmt: str = "text") -> str:
@@ -54,10 +56,13 @@ def shown_blocks(data: Shown) -> list[dict[str, Any]]:
 def cancelled(data: Cancelled) -> str:
     row = data.row
     if data.outcome == "already-ended":
-        return f"batch {row.id} already ended ({row.state})"
+        why = f": {row.error}" if row.error and row.state != "done" else ""
+        return f"batch {row.id} already ended ({row.state}{why})"
     if data.outcome == "cancelled":
         return f"batch {row.id}: cancel requested by {data.by}; cancelled before it started"
-    return f"batch {row.id}: cancel requested by {data.by}"
+    if data.outcome == "ended":
+        return f"batch {row.id}: cancel requested by {data.by}; ended {row.state}: {row.error}"
+    return f"batch {row.id}: cancel requested by {data.by}; stopped by its runner ({row.state})"
 
 
 def digest(data: Digest, fmt: str = "text") -> str:

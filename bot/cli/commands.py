@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from bot.cli import interrupts
 from jobs.core.errors import InfraError, UserError
 
 
@@ -52,21 +53,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     ))
     for warning in planned.warnings:
         print(f"specbench run: warning: {warning}", file=sys.stderr)
-    try:
-        return _run_and_wait(ctx, planned, args)
-    finally:
-        ctx.close()
+    with interrupts.Trap() as trap:  # SIGINT, SIGTERM, SIGHUP: the batch ends, its servers too
+        try:
+            return _run_and_wait(ctx, planned, args, trap=trap)
+        finally:
+            interrupts.close_context(ctx, trap=trap, command="run")
 
 
 STORE_POLL_S = 3.0  # how often `run` asks the store whether its batch has ended
 END_GRACE_S = 2.0  # the end event's head start once the store says the batch ended
 
 
-def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace) -> int:
+def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace, *, trap: Any) -> int:
     """Submit, follow the batch's events on stderr, print its report on stdout.
 
     The store is the truth: it is polled every STORE_POLL_S, so that a batch whose end event
-    never comes (Redis went away as it ended) still ends the wait, with the stored report."""
+    never comes (Redis went away as it ended) still ends the wait, with the stored report.
+    A stopping signal cancels the batch and waits up to STOP_WAIT_S for it to end (its report
+    printed, exit 1); a second one, or a batch that does not stop, leaves the rest to
+    `interrupts.close_context`."""
     import time
 
     from bot.cli.progress import ProgressBar
@@ -76,6 +81,7 @@ def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace) -> int:
 
     bar = ProgressBar(sys.stderr)
     dispatcher = ctx.dispatcher
+    trap.on_again(getattr(dispatcher, "hurry", lambda: None))
     subscription = dispatcher.subscribe()
     submitted = run.submit(ctx, plan).submitted
     batch_id = submitted.batch.id
@@ -96,9 +102,14 @@ def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace) -> int:
                 if interrupted:
                     raise
                 interrupted = True
-                bar.note("interrupt: cancelling the batch (Ctrl-C again to leave it running)")
+                bar.note(f"interrupted by {trap.signal or 'SIGINT'}: cancelling batch "
+                         f"{batch_id} and stopping its servers")
                 dispatcher.cancel(batch_id)
+                deadline = min(deadline, time.monotonic() + interrupts.STOP_WAIT_S)
                 continue
+            if interrupted and (trap.count > 1 or time.monotonic() >= deadline):
+                raise InfraError(f"{trap.reason}: batch {batch_id} did not stop in time; "
+                                 "killing its servers")
             if event is not None and event.get("batch") == batch_id:
                 started = started or event["type"] != "batch.queued"
                 bar.on_event(event)

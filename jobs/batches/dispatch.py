@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jobs import settings
+from jobs.batches import runners
 from jobs.batches.execution import execute_batch
 from jobs.batches.planning import submit
 from jobs.core.errors import UserError
@@ -177,7 +178,9 @@ class _LocalSubscription:
 
 
 class EmbeddedDispatcher:
-    """Batches run on one in-process worker thread, in submission order."""
+    """Batches run on one in-process worker thread, in submission order. The process owns
+    them: it holds their leases (`runners.owner_name`), so that a command that finds it dead
+    ends them, and `close` ends those it has not finished (SPEC.md "Every batch ends")."""
 
     mode = "embedded"
 
@@ -188,6 +191,9 @@ class EmbeddedDispatcher:
         self._pending: list[str] = []
         self._lock = threading.Lock()
         self._engine_factory = engine_factory
+        self.owner = runners.owner_name()
+        self._stop = threading.Event()  # set: the running batch stops now, as for a cancel
+        self._hurried = False  # a plain flag: set from a signal handler, see `hurry`
         self._thread = threading.Thread(target=self._work, name="specbench-worker", daemon=True)
         self._thread.start()
 
@@ -205,6 +211,7 @@ class EmbeddedDispatcher:
         )
         if not created:
             return Submitted(row, False, self._position(row.id), 1)
+        self.store.try_acquire_lease(row.id, self.owner, runners.EMBEDDED_LEASE_S)
         with self._lock:
             self._pending.append(row.id)
             position = len(self._pending)
@@ -235,9 +242,29 @@ class EmbeddedDispatcher:
     def live_workers(self, queue_name: str) -> int | None:
         return 1
 
-    def close(self) -> None:
+    def close(self, *, reason: str = "the process that ran it exited") -> None:
+        """Stop the worker thread; a batch it has not finished ends `cancelled` first, its
+        servers stopped (`runners.stop_owned`), whatever interrupts the wait."""
+        with self._lock:
+            mine = list(self._pending)
+        while mine:
+            try:
+                runners.stop_owned(self.store, mine, stop=self._stop, busy=self._busy,
+                                   hurried=lambda: self._hurried, reason=reason)
+                break
+            except KeyboardInterrupt:  # stopping is what a signal asks for: faster, then
+                self._hurried = True
         self._inbox.put(None)
         self._thread.join(timeout=5)
+
+    def hurry(self) -> None:
+        """Make `close` SIGKILL the servers now instead of waiting for a clean stop (a second
+        signal). Only sets a flag, so a signal handler may call it."""
+        self._hurried = True
+
+    def _busy(self) -> bool:
+        with self._lock:
+            return bool(self._pending)
 
     def _position(self, batch_id: str) -> int:
         with self._lock:
@@ -253,7 +280,8 @@ class EmbeddedDispatcher:
                 row = store.get_batch(batch_id)
                 if row is not None and row.state not in TERMINAL_STATES:
                     engine = self._engine_factory(row.engine) if self._engine_factory else None
-                    execute_batch(batch_id, store=store, sink=self.channel, engine=engine)
+                    execute_batch(batch_id, store=store, sink=self.channel, engine=engine,
+                                  should_stop=self._stop.is_set)
             except Exception as exc:  # noqa: BLE001 - a batch's bug must not kill the worker
                 log.exception("batch %s failed", batch_id)
                 error = settings.redact(str(exc), secrets=worker_secrets())[:500]

@@ -1,9 +1,16 @@
-"""`cancel [BATCH]`: a queued or running batch stopped (the caller's latest when none is named)."""
+"""`cancel [BATCH]`: a queued or running batch ended (the caller's latest when none is named).
+
+A cancel always ends the batch (SPEC.md "Every batch ends"): a live runner stops it (its server
+stopped, the rest skipped); a runner that is gone, or does not stop it within
+`runners.CANCEL_WAIT_S`, has it ended here, with the server groups it left on this host killed
+(`jobs.batches.runners.finish_cancel`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from jobs.batches import runners
 from jobs.commands.context import Context
 from jobs.core.errors import UserError
 from jobs.store import TERMINAL_STATES, BatchRow
@@ -11,7 +18,9 @@ from jobs.store import TERMINAL_STATES, BatchRow
 
 @dataclass(frozen=True)
 class Cancelled:
-    """`outcome`: "already-ended", "cancelled" (it never started) or "requested" (it stops)."""
+    """`outcome`: "already-ended", "cancelled" (it never started), "stopped" (its runner
+    stopped it) or "ended" (ended here: its runner was gone or did not stop it; the row's
+    `error` says why)."""
 
     row: BatchRow
     outcome: str
@@ -36,5 +45,8 @@ def cancel(ctx: Context, batch: str | None = None) -> Cancelled:
     if row.state in TERMINAL_STATES:
         return Cancelled(row=row, outcome="already-ended", by=ctx.caller.user)
     row = ctx.dispatcher.cancel(row.id)
-    outcome = "cancelled" if row.state == "cancelled" else "requested"
-    return Cancelled(row=row, outcome=outcome, by=ctx.caller.user)
+    if row.state in TERMINAL_STATES:
+        return Cancelled(row=row, outcome="cancelled", by=ctx.caller.user)
+    ended, here = runners.finish_cancel(ctx.store, row.id, by=ctx.caller.user)
+    return Cancelled(row=ended or row, outcome="ended" if here else "stopped",
+                     by=ctx.caller.user)

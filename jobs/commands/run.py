@@ -10,6 +10,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from jobs.batches import runners
 from jobs.batches.dispatch import Submitted
 from jobs.batches.planning import check_flags, plan_batch
 from jobs.batches.values import check_values
@@ -73,6 +74,7 @@ def run(ctx: Context, args: RunArgs, *, idempotency_key: str | None = None) -> S
 
 
 def submit(ctx: Context, planned: BatchPlan, *, idempotency_key: str | None = None) -> Started:
+    runners.settle(ctx.store)  # no new batch queues behind one whose runner died
     submitted = ctx.dispatcher.submit(
         planned, requested_by=ctx.caller.user, channel=ctx.caller.channel,
         idempotency_key=idempotency_key,

@@ -3,15 +3,16 @@
 A crash, a hang and a cancel all end the same way: SIGTERM to the whole group, a grace period,
 SIGKILL, then a wait until no member of the group is left (zombies aside) and the port is free.
 
-A worker may name a registry folder (`set_registry`): every group started then leaves a
-`pg-<pgid>.json` there until it is stopped, so that a worker restarted after a kill -9 can find
-and kill the servers its dead predecessor left running (`kill_orphans`).
+Every group started leaves a `pg-<pgid>.json` in a registry folder until it is stopped
+(`jobs.engines.orphans`: a worker names its folder, other processes use the data dir's
+`run/embedded`), so that the servers a process killed with -9 left running can be found and
+killed (`kill_orphans`). `kill_live_groups` SIGKILLs every group this process still runs: the
+last step of a process that is told to stop and must leave nothing behind.
 """
 
 from __future__ import annotations
 
 import collections
-import json
 import logging
 import os
 import signal
@@ -24,91 +25,28 @@ from pathlib import Path
 from typing import IO
 
 from jobs import settings
+from jobs.engines import orphans
+from jobs.engines.orphans import kill_orphans as kill_orphans
+from jobs.engines.orphans import set_registry as set_registry
+from jobs.engines.pids import group_members as group_members
+from jobs.engines.pids import is_alive as is_alive
+from jobs.engines.pids import start_time as start_time
 
 LineCallback = Callable[[str], None]
-_registry: Path | None = None
 log = logging.getLogger(__name__)
 TAIL_LINES = 200
+_live: set[ProcessGroup] = set()  # the groups this process started and has not stopped
+_live_lock = threading.Lock()
 
 
-def set_registry(folder: Path | None) -> None:
-    """Record every group started from now on in `folder` (None: stop recording)."""
-    global _registry
-    if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
-    _registry = folder
-
-
-def _stat_fields(pid: int) -> list[str] | None:
-    """/proc/PID/stat's fields from the state on (field 3 is [0]); None: no such process."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            stat = handle.read()
-    except OSError:
-        return None
-    return stat[stat.rfind(")") + 2 :].split()
-
-
-def start_time(pid: int) -> int | None:
-    """When the process started, in clock ticks since boot (/proc/PID/stat field 22); None
-    when it is gone or a zombie: with the pid, it names one process across pid reuse."""
-    fields = _stat_fields(pid)
-    if fields is None or len(fields) < 20 or fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
-
-
-def is_alive(pid: int, *, started: int | None = None) -> bool:
-    """Whether `pid` runs (a zombie is dead); with `started` (see `start_time`), whether it is
-    still that same process."""
-    fields = _stat_fields(pid)
-    if fields is None:
-        try:
-            os.kill(pid, 0)  # no /proc to read: ask the kernel
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            return True
-        return True
-    if not fields or fields[0] in ("Z", "X"):
-        return False
-    return started is None or (len(fields) > 19 and int(fields[19]) == started)
-
-
-def kill_orphans(folder: Path) -> list[int]:
-    """SIGKILL every registered group whose owner process is dead; the groups killed.
-
-    A group whose owner is alive belongs to a running worker and is left alone; an owner that
-    is a zombie (killed, not yet reaped) or whose pid now names another process is dead.
-    """
-    killed: list[int] = []
-    if not folder.is_dir():
-        return killed
-    for entry in sorted(folder.glob("pg-*.json")):
-        try:
-            info = json.loads(entry.read_text(encoding="utf-8"))
-            pgid, owner = int(info["pgid"]), int(info["owner"])
-            started = info.get("owner_started")
-            started = int(started) if started is not None else None
-        except (OSError, ValueError, KeyError, TypeError):
-            entry.unlink(missing_ok=True)
-            continue
-        mine = owner == os.getpid() and started in (None, start_time(owner))
-        if mine and group_members(pgid):
-            continue  # one of ours, still running
-        if not mine and is_alive(owner, started=started):
-            continue
-        if group_members(pgid):
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            deadline = time.monotonic() + 10.0
-            while time.monotonic() < deadline and group_members(pgid):
-                time.sleep(0.05)
-            killed.append(pgid)
-        entry.unlink(missing_ok=True)
-    return killed
+def kill_live_groups() -> list[int]:
+    """SIGKILL every group this process started and has not stopped yet, and wait until each
+    is gone; their pgids. Their owners' `stop` then finds them dead and tidies up."""
+    with _live_lock:
+        groups = list(_live)
+    for group in groups:
+        orphans.kill_group(group.pgid)
+    return [group.pgid for group in groups]
 
 
 def free_port() -> int:
@@ -126,23 +64,6 @@ def is_port_free(port: int) -> bool:
         except OSError:
             return False
         return True
-
-
-def group_members(pgid: int) -> list[int]:
-    """Live (non-zombie) processes whose process group is `pgid`, read from /proc."""
-    members: list[int] = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
-                stat = handle.read()
-        except OSError:
-            continue
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[0] != "Z" and int(fields[2]) == pgid:
-            members.append(int(entry))
-    return members
 
 
 class ProcessGroup:
@@ -200,17 +121,9 @@ class ProcessGroup:
             raise
 
     def _register(self) -> Path | None:
-        if _registry is None:
-            return None
-        entry = _registry / f"pg-{self.pgid}.json"
-        info = {"pgid": self.pgid, "owner": os.getpid(), "owner_started": start_time(os.getpid()),
-                "argv": self.argv,
-                "log": str(self.log_path), "started": time.time()}
-        try:
-            entry.write_text(json.dumps(info), encoding="utf-8")
-        except OSError:
-            return None
-        return entry
+        with _live_lock:
+            _live.add(self)
+        return orphans.register(pgid=self.pgid, argv=self.argv, log_path=self.log_path)
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None
@@ -261,8 +174,11 @@ class ProcessGroup:
                 time.sleep(0.05)
         self.wait_output(2.0)
         self._log.close()
-        if self._registered is not None and not self._alive():
-            self._registered.unlink(missing_ok=True)
+        if not self._alive():
+            with _live_lock:
+                _live.discard(self)
+            if self._registered is not None:
+                self._registered.unlink(missing_ok=True)
         return time.monotonic() - begun
 
     def _signal(self, signum: int) -> None:
