@@ -2,7 +2,8 @@
 
 On a terminal one line is redrawn in place, and each finished bench pass (the warm-up, every
 repetition, with its value and unit) stays as a line of its own; otherwise each change is a
-plain line. The words are `jobs.core.progress`'s, the same as the chat thread's.
+plain line. The words are `jobs.core.progress`'s, the same as the chat thread's. A sweep's
+confirmation runs inside its sweep batch: its lines follow, prefixed "confirmation".
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ class ProgressBar:
         self._width = 0
 
     def on_event(self, event: Event) -> None:
+        prefix = ""
+        if event["type"] == "sweep.confirmation" and isinstance(event.get("event"), dict):
+            event, prefix = event["event"], "confirmation "  # the sweep's, run inline
         line = self._describe(event)
         if line is None:
             return
@@ -33,7 +37,7 @@ class ProgressBar:
                                   "batch.cancelled") or (
             event["type"] == "approach.phase"
             and (event.get("phase") == "result" or bool(event.get("error"))))
-        self._write(line, final=final)
+        self._write(prefix + line, final=final)
 
     def note(self, text: str) -> None:
         self._write(text, final=True)

@@ -4,6 +4,7 @@ one round every `interval` seconds, so that intermediate states coalesce into th
 
 A running row says its phase and what its bench passes measured so far, with units (the words
 are `jobs.core.progress`'s): `rep 2/3 · warm-up 459 tok/s (not a sample) · reps: 879 tok/s`.
+A sweep's confirmation (SPEC.md: one experiment with its sweep) gets rows of its own below.
 """
 
 from __future__ import annotations
@@ -56,6 +57,9 @@ class ProgressMessage:
     rows: dict[str, ProgressRow]
     started_at: float | None = None  # time.monotonic() at batch.started
     sweep: dict[str, Any] | None = None  # batch.started's sweep: its points get rows as they run
+    # A sweep's confirmation, run inside the sweep batch: its rows, from `sweep.confirmation`
+    confirmation: ProgressMessage | None = None
+    final: str | None = None  # the confirmation's end state, once it ended
 
     @classmethod
     def of(cls, batch: str, approaches: Iterable[str]) -> ProgressMessage:
@@ -71,6 +75,8 @@ class ProgressMessage:
     def apply(self, event: Event) -> bool:
         """Update the rows from one event; True when the message changed."""
         kind = event.get("type")
+        if kind == "sweep.confirmation" and isinstance(event.get("event"), dict):
+            return self._confirming(event["event"])
         if kind == "batch.started":
             self.started_at = time.monotonic()
             self.sweep = event.get("sweep") or None
@@ -85,6 +91,17 @@ class ProgressMessage:
             return False
         return True
 
+    def _confirming(self, event: Event) -> bool:
+        """One event of the sweep's confirmation batch: its own rows, under the sweep's."""
+        kind = event.get("type")
+        if kind == "batch.started" or self.confirmation is None:
+            self.confirmation = ProgressMessage.of(str(event.get("batch")),
+                                                   event.get("approaches") or [])
+        if kind in ("batch.finished", "batch.cancelled"):
+            self.confirmation.final = str(event.get("state") or "done")
+            return True
+        return self.confirmation.apply(event)
+
     def _is_new_point(self, event: Event) -> bool:
         name = event.get("approach")
         return (self.sweep is not None and isinstance(name, str) and name not in self.rows
@@ -97,9 +114,15 @@ class ProgressMessage:
         if self.sweep is not None:
             prefix = f"{self.sweep.get('name')}@"
             sweep = {**self.sweep, "point": sum(a.startswith(prefix) for a in self.rows)}
+        confirming = None if self.confirmation is None else {
+            "batch": self.confirmation.batch, "rows": list(self.confirmation.rows.values()),
+            "finished": sum(r.done for r in self.confirmation.rows.values()),
+            "final": self.confirmation.final,
+        }
         return render_message(
             "batch_progress", batch=self.batch, rows=list(self.rows.values()), final=final,
             elapsed=elapsed, finished=sum(r.done for r in self.rows.values()), sweep=sweep,
+            confirmation=confirming,
         )
 
 

@@ -166,13 +166,15 @@ def execute_batch(
         sweeping.run_points(plan, batch_id=batch_id, measured=measured, base_value=base_value,
                             run=run, stop=cancel)
     report = build_report(store.records(batch_id), plan, rules=rules, judged=judged)
+    if plan.confirms is not None:  # one experiment with its sweep (SPEC.md)
+        report["confirms"] = plan.confirms
     if plan.sweep is not None:
         point = sweeping.winner(plan, measured, report["baseline"]["value"])
         confirmation = None if point is None or cancel() else sweeping.confirm(
             plan, row, point, store=store, new_id=new_batch_id,
             execute=lambda confirm_id: execute_batch(
-                confirm_id, store=store, sink=sink, should_stop=should_stop, engine=engine,
-                inline=True),
+                confirm_id, store=store, should_stop=should_stop, engine=engine, inline=True,
+                sink=sweeping.ConfirmationRelay(sink, sweep_batch=batch_id)),
         )
         report = sweeping.add_sweep(report, plan, measured, confirmation)
     state = "cancelled" if cancel.requested else "done"

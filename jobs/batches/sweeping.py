@@ -12,12 +12,15 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jobs.core.events import Event, EventSink, make_event
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
+from jobs.core.sweep_parents import vs_parent
 from jobs.core.sweeps import best_point, confirmed_steps, sweep_section
 from jobs.core.verdicts import is_better, median
 from jobs.search import next_point
 from jobs.store import TERMINAL_STATES, BatchRow, Store
+from jobs.store.experiments import confirmation_key
 
 
 def point_values(plan: BatchPlan, records: list[RunRecord]) -> dict[str, float | None]:
@@ -102,7 +105,7 @@ def confirm(
     crow, _ = store.create_batch(
         batch_id=new_id(), preset=plan.preset, engine=plan.engine, queue=plan.queue,
         requested_by=row.requested_by, plan=confirming, channel=None,
-        idempotency_key=f"confirm:{row.id}",
+        idempotency_key=confirmation_key(row.id),
     )
     report = crow.report if crow.state in TERMINAL_STATES and crow.report else execute(crow.id)
     result = next((r for r in (report or {}).get("results", []) if r["approach"] == point), None)
@@ -127,6 +130,10 @@ def add_sweep(
         plan.sweep, measured, base_value=base_value, lower_is_better=plan.lower_is_better,
         confirmation=confirmation,
     )
+    best = report["sweep"]["best"]
+    if best is not None:
+        best["vs_parent"] = vs_parent(best, report, extends=plan.sweep.extends,
+                                      lower_is_better=plan.lower_is_better)
     key = report.get("key_achievement")
     if key is not None and plan.sweep.is_point(str(key.get("approach"))):
         confirmed = (confirmation is not None and confirmation["verdict"] == "improved"
@@ -136,4 +143,55 @@ def add_sweep(
         }
     report["next_steps"] = confirmed_steps(
         report["next_steps"], plan.sweep, confirmation, metric=plan.metric, base_value=base_value)
+    return report
+
+
+class ConfirmationRelay:
+    """The sink a confirmation batch runs with: each of its events as it is, and again as a
+    `sweep.confirmation` event of the sweep batch (the inner event without its report), so that
+    whoever follows the sweep (the CLI's progress, its chat thread) sees the confirmation run."""
+
+    def __init__(self, sink: EventSink, *, sweep_batch: str) -> None:
+        self._sink, self._sweep_batch = sink, sweep_batch
+
+    def emit(self, event: Event) -> None:
+        self._sink.emit(event)
+        inner = {k: v for k, v in event.items() if k != "report"}
+        self._sink.emit(make_event("sweep.confirmation", self._sweep_batch,
+                                   confirmation=event.get("batch"), event=inner))
+
+
+def add_running(
+    report: dict[str, Any],
+    plan: BatchPlan,
+    records: list[RunRecord],
+    *,
+    confirming: BatchRow | None,
+) -> dict[str, Any]:
+    """A sweep batch without its report yet (running, or cut short): its `sweep` key from the
+    points recorded so far and its confirmation as it stands, a verdict once it has one, else
+    its state. An unconfirmed point is no key achievement."""
+    assert plan.sweep is not None
+    confirmation: dict[str, Any] | None = None
+    if confirming is not None:
+        point = next((c.approach for c in confirming.plan.configs if c.role != "baseline"), None)
+        result = next((r for r in (confirming.report or {}).get("results", [])
+                       if r["approach"] == point), None)
+        confirmation = {"batch": confirming.id, "approach": point, "state": confirming.state,
+                        "verdict": None if result is None else result["verdict"],
+                        "value": None if result is None else result["value"],
+                        "delta_pct": None if result is None else result["delta_pct"]}
+    measured = point_values(plan, records)
+    if confirmation is not None and confirmation["verdict"] is not None:
+        return add_sweep(report, plan, measured, confirmation)
+    report["sweep"] = sweep_section(
+        plan.sweep, measured, base_value=report["baseline"]["value"],
+        lower_is_better=plan.lower_is_better, confirmation=confirmation)
+    best = report["sweep"]["best"]
+    if best is not None:
+        best["vs_parent"] = vs_parent(best, report, extends=plan.sweep.extends,
+                                      lower_is_better=plan.lower_is_better)
+    key = report.get("key_achievement")
+    if key is not None and plan.sweep.is_point(str(key.get("approach"))):
+        report["key_achievement"] = None
     return report

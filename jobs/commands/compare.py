@@ -4,6 +4,8 @@ Which two, when not both are named:
 - none: the latest batch with a stored report (it ended) and the latest reported one of the
   same preset before it;
 - `compare X`: X (the newer side, B) and the latest reported batch of X's preset before it.
+- A sweep's confirmation is one experiment with its sweep (SPEC.md): never picked by these
+  defaults, and `compare CONFIRMATION` pairs it with what came before its sweep.
 - `compare A B`: as named (a change is always B against A, whichever is older).
 A batch named without a stored report (still running, cut short) gets one built from its
 records so far, as `show` does. Bad input (an unknown batch, the same batch twice, no earlier
@@ -52,7 +54,9 @@ def _latest(ctx: Context) -> BatchRow:
 
 
 def _earlier(ctx: Context, row: BatchRow) -> BatchRow:
-    earlier = picks.latest_reported(ctx.store, preset=row.preset, before=row)
+    # a confirmation is one experiment with its sweep: compared with what came before both
+    sweep = ctx.store.get_batch(row.plan.confirms) if row.plan.confirms else None
+    earlier = picks.latest_reported(ctx.store, preset=row.preset, before=sweep or row)
     if earlier is None:
         raise UserError(
             f"no finished batch of {row.preset} before {row.id}: nothing to compare it with "
@@ -74,5 +78,5 @@ def _side(ctx: Context, row: BatchRow) -> Side:
     return Side(
         batch=row.id, preset=row.preset, when=row.created_at.strftime("%Y-%m-%d %H:%M"),
         state=row.state, plan=row.plan, records=tuple(records),
-        report=report_of(row, records),
+        report=report_of(row, records, store=ctx.store),
     )

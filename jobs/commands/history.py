@@ -1,4 +1,6 @@
-"""`history`: the last batches, newest first, one summary line each."""
+"""`history`: the last batches a person started, newest first, one summary line each. A sweep
+and its confirmation are one experiment (SPEC.md): one line, the sweep's, with the
+confirmation's verdict."""
 
 from __future__ import annotations
 
@@ -6,18 +8,23 @@ from typing import Any
 
 from jobs.commands.context import Context
 from jobs.store import BatchRow
+from jobs.store.experiments import recent_experiments
 
 HISTORY_ROWS = 10
 
 
 def history(ctx: Context, *, rows: int = HISTORY_ROWS) -> list[dict[str, Any]]:
-    return [_summary_line(r) for r in reversed(ctx.store.list_batches()[-rows:])]
+    return [_summary_line(r) for r in recent_experiments(ctx.store, limit=rows)]
 
 
 def _summary_line(row: BatchRow) -> dict[str, Any]:
     report = row.report or {}
+    sweep = report.get("sweep") or None
     return {
         "batch": row.id, "preset": row.preset, "state": row.state, "by": row.requested_by,
         "when": row.created_at.strftime("%Y-%m-%d %H:%M"),
         "counts": report.get("counts") or {}, "best": report.get("key_achievement"),
+        "sweep": None if sweep is None else {
+            "name": sweep.get("name"), "best": sweep.get("best"),
+            "confirmation": sweep.get("confirmation")},
     }

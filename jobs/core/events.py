@@ -14,6 +14,9 @@ An event is a flat JSON object: `{"type": ..., "batch": ..., "at": ISO time, ...
     batch.finished      state (done | failed | refused), report (SPEC's report; None when
                         failed or refused), error (why, when failed or refused)
     batch.cancelled     report (the partial report)
+    sweep.confirmation  confirmation (its batch), event (one event of the sweep's confirmation
+                        batch, as above, without a report): the sweep batch's followers see
+                        its confirmation run; the confirmation's batch.started has `confirms`
 
 Sinks share one interface: the embedded in-process channel here, a Redis Stream in
 distributed mode (`jobs/broker/streams.py`). A worker emits through a `MaskedSink`, so that no
