@@ -1,7 +1,9 @@
 """The digest's trend chart: one small panel per preset and hardware, drawn with matplotlib (Agg,
-no pyplot) from `jobs.core.trends.daily_best`: each day's best judged result as its delta
-against its own batch's baseline (%), coloured by verdict, on a zero-based axis with the zero
-line drawn (above it: better than that batch's baseline)."""
+no pyplot) from `jobs.core.trends.experiment_best`: one point per experiment (a sweep and its
+confirmation are one), its best judged result as its delta against its own batch's baseline
+(%), coloured by verdict, on a zero-based axis with the zero line drawn (above it: better than
+that batch's baseline). The x axis is the experiments in the order they started, shared by the
+panels, so that a busy day is as many points as it had experiments, never one dot."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from typing import Any
 from jobs.core.units import unit_of, with_unit
 
 MAX_PANELS = 6
+MAX_TICKS = 12  # experiments named on the x axis, at most (every Nth when there are more)
+MAX_LABELS = 8  # a panel with more points labels only its best, worst and last
 # The verdict colours of the batch summary's chart (jobs/charts/summary.py).
 COLOURS = {"improved": "#2e8b3a", "unchanged": "#8c8c8c", "regressed": "#d62728"}
 LINE = "#9aa9c0"
@@ -41,59 +45,85 @@ def trend_figure(
     import matplotlib
 
     matplotlib.use("Agg")
-    from matplotlib.dates import AutoDateLocator, DateFormatter
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
+    order = sorted({(p["at"], p["batch"]) for s in shown for p in s["points"]})
+    where = {key: i for i, key in enumerate(order)}  # the experiments, shared by the panels
     height = 1.6 + 2.1 * len(shown)
     figure = Figure(figsize=(7.5, height), dpi=110)
     axes_list = figure.subplots(len(shown), 1, sharex=True, squeeze=False)[:, 0]
-    left = dt.datetime.combine(start, dt.time())
-    right = dt.datetime.combine(end, dt.time()) + dt.timedelta(days=1)
     for axes, s in zip(axes_list, shown, strict=True):
-        _panel(axes, s, left=left, right=right)
+        _panel(axes, s, where=where, count=len(order))
     hidden = len([s for s in series if s["points"]]) - len(shown)
     if hidden > 0:
         axes_list[-1].set_title(f"{axes_list[-1].get_title()} ({hidden} more not shown)",
                                 fontsize=8)
-    axes_list[-1].set_xlabel(f"day ({start.isoformat()} to {end.isoformat()}): "
-                             "the day's best judged result")
-    axes_list[-1].xaxis.set_major_locator(AutoDateLocator(maxticks=8))  # type: ignore[no-untyped-call]
-    axes_list[-1].xaxis.set_major_formatter(DateFormatter("%m-%d"))  # type: ignore[no-untyped-call]
+    axes_list[-1].set_xlabel(f"experiments in the order they started ({start.isoformat()} to "
+                             f"{end.isoformat()}): each one's best judged result", fontsize=8)
+    step = max(1, -(-len(order) // MAX_TICKS))
+    ticks = list(range(0, len(order), step))
+    axes_list[-1].set_xticks(ticks, [_when(order[i][0]) for i in ticks], fontsize=7)
     present = [v for v in COLOURS if any(p["verdict"] == v for s in shown for p in s["points"])]
     figure.legend(handles=[Line2D([], [], ls="", marker="o", color=COLOURS[v], label=v)
                            for v in present], loc="upper center", ncol=len(present) or 1,
-                  bbox_to_anchor=(0.5, 1 - 0.3 / height), fontsize=7, frameon=False)
-    figure.suptitle(title or "specbench digest: best judged Δ vs own baseline per preset and "
-                    f"hardware, {start.isoformat()} to {end.isoformat()}", fontsize=9)
-    figure.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))
+                  bbox_to_anchor=(0.5, 1 - 0.45 / height), fontsize=7, frameon=False)
+    figure.suptitle(title or f"specbench digest, {start.isoformat()} to {end.isoformat()}:\n"
+                    "each experiment's best judged Δ vs own baseline, per preset and hardware",
+                    fontsize=9)
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.58 / height))
     return figure
 
 
-def _panel(axes: Any, s: dict[str, Any], *, left: dt.datetime, right: dt.datetime) -> None:
-    days = [dt.datetime.fromisoformat(p["day"]) + dt.timedelta(hours=12) for p in s["points"]]
+def _when(at: str) -> str:
+    """An experiment's start on the axis: '12-04\n09:00'."""
+    stamp = dt.datetime.fromisoformat(at)
+    return stamp.strftime("%m-%d\n%H:%M")
+
+
+def _panel(axes: Any, s: dict[str, Any], *, where: dict[tuple[str, str], int], count: int) -> None:
+    xs = [where[(p["at"], p["batch"])] for p in s["points"]]
     deltas = [float(p["delta_pct"]) for p in s["points"]]
-    axes.plot(days, deltas, color=LINE, lw=1.2, zorder=1)
-    axes.scatter(days, deltas, c=[COLOURS.get(p["verdict"], LINE) for p in s["points"]],
+    axes.plot(xs, deltas, color=LINE, lw=1.2, zorder=1)
+    axes.scatter(xs, deltas, c=[COLOURS.get(p["verdict"], LINE) for p in s["points"]],
                  s=30, zorder=3)
-    for day, point in zip(days, s["points"], strict=True):
+    axes.set_xlim(-0.6, count - 0.4)
+    axes.axhline(0.0, color="black", lw=0.8, zorder=2)  # the batch's own baseline
+    low, high = min(0.0, *deltas), max(0.0, *deltas)
+    pad = max((high - low) * 0.3, 1.0)  # room for the labels
+    bottom, top = low - (pad if low < 0 else 0.0), high + pad
+    axes.set_ylim(bottom, top)  # zero-based: 0 always shown
+    labelled = _labelled(s["points"])
+    for n, (x, point) in enumerate(zip(xs, s["points"], strict=True)):
+        if id(point) not in labelled:
+            continue
         value = "" if point["value"] is None else with_unit(f", {point['value']:.4g}",
                                                             s["metric"])
         name = point["approach"]
         if len(name) > 28:  # a sweep point's long name: broken after its commas
             name = name.replace(",", ",\n")
-        # Near an edge the label grows inwards, so it stays inside the panel.
-        where = (day - left) / (right - left)
-        ha = "right" if where > 0.7 else "left" if where < 0.3 else "center"
-        axes.annotate(f"{name} {point['delta_pct']:+.1f}%{value}",
-                      (day, point["delta_pct"]), fontsize=6, textcoords="offset points",
-                      xytext=(0, 6), ha=ha, va="bottom")
-    axes.set_xlim(left, right)
-    axes.axhline(0.0, color="black", lw=0.8, zorder=2)  # the batch's own baseline
-    low, high = min(0.0, *deltas), max(0.0, *deltas)
-    pad = max((high - low) * 0.25, 1.0)
-    axes.set_ylim(low - (pad if low < 0 else 0.0), high + pad)  # zero-based: 0 always shown
+        # Near an edge the label grows inwards, so it stays inside the panel; neighbours'
+        # labels take turns above and below their points, so that they do not overlap.
+        at = (x + 0.5) / max(count, 1)
+        ha = "right" if at > 0.85 else "left" if at < 0.15 else "center"
+        above = n % 2 == 0 or point["delta_pct"] - bottom < (top - bottom) * 0.3
+        axes.annotate(f"{name}\n{point['delta_pct']:+.1f}%{value}",
+                      (x, point["delta_pct"]), fontsize=6, textcoords="offset points",
+                      xytext=(0, 6 if above else -7), ha=ha, va="bottom" if above else "top",
+                      linespacing=1.1, zorder=4,  # over the line, legible
+                      bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none",
+                            "alpha": 0.8})
     unit = f"; values in {unit_of(s['metric'])}" if unit_of(s["metric"]) else ""
     axes.set_ylabel(f"Δ {s['metric']},\n% vs own baseline{unit}", fontsize=7)
     axes.set_title(f"{s['preset']} on {s['hardware']}", fontsize=8)
     axes.grid(alpha=0.3)
+
+
+def _labelled(points: Sequence[dict[str, Any]]) -> set[int]:
+    """The points that get a label: all of a few; of many, the best, the worst and the last
+    (the rest would write over one another)."""
+    if len(points) <= MAX_LABELS:
+        return {id(p) for p in points}
+    best = max(points, key=lambda p: p["delta_pct"])
+    worst = min(points, key=lambda p: p["delta_pct"])
+    return {id(best), id(worst), id(points[-1])}

@@ -1,11 +1,14 @@
 """The status digest: what the stored batches of the last days add up to. Pure data in, out.
 
 `build_digest` takes batch rows (with their reports) and run records and returns plain data:
-the batches of the period, the best configuration per preset and hardware and how it moved,
-the wins, the failures by cause, the inconclusives still open and the next steps still open;
-and, from memory across batches (SPEC.md), the regressions between consecutive batches with the
-stack change that came with them, the known dead ends skipped and the GPU-hours that saved, the
-GPU-hours spent per preset, and the dead ends an upgrade re-opened (`Memory`, `memory_sections`).
+the batches people started in the period (a sweep and its confirmation are one experiment,
+counted once), the best configuration per preset and hardware and how it moved, the wins, the
+failures by cause (each approach once, with a count), the inconclusives still open and the next
+steps still open; the regressions between consecutive experiments (`jobs.core.digest_regressions`:
+judged deltas, or values of one configuration on one host and stack, with the stack change and
+the overrides that differ); and, from memory across batches (SPEC.md), the known dead ends
+skipped and the hours that saved, the hours spent per preset (GPU-hours, or CPU-hours where
+there is no GPU), and the dead ends an upgrade re-opened (`Memory`, `memory_sections`).
 `jobs.commands.digest` gathers its inputs from the store (`jobs.store.digest_queries`: the
 window's batches and only the earlier rows each section needs); the templates `digest.*.j2`
 format it.
@@ -49,8 +52,11 @@ from jobs.core.digest_memory import (
     judged,
     memory_of,
     memory_sections,
+    sweep_points,
 )
+from jobs.core.digest_regressions import regressions
 from jobs.core.errors import UserError
+from jobs.core.experiments import Experiment, experiments, is_confirmation
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, load_rules
 from jobs.core.units import unit_of
@@ -77,6 +83,7 @@ def build_digest(
     whole history and every section is computed from them."""
     since = now - dt.timedelta(days=days)
     recent = [r for r in rows if since <= r.created_at <= now]
+    started = experiments(recent)  # a sweep and its confirmation: one experiment, counted once
     reports = [r for r in recent if r.report]
     zone = ZoneInfo(tz)
     if memory is None:
@@ -87,28 +94,45 @@ def build_digest(
             "from": since.astimezone(zone).strftime("%Y-%m-%d %H:%M"),
             "to": now.astimezone(zone).strftime("%Y-%m-%d %H:%M"),
         },
-        "batches": [_batch_line(r, zone) for r in recent],
-        "counts": dict(Counter(r.state for r in recent)),
+        "batches": [_batch_line(e, zone) for e in started],
+        "counts": dict(Counter(e.row.state for e in started)),
         "best": best_configurations(rows, records, since=since, now=now,
                                     earlier=memory.earlier),
-        "wins": [
-            {"batch": r.id, "preset": r.preset, "approach": res["approach"],
-             "value": res.get("value"), "delta_pct": res.get("delta_pct"),
-             "metric": _metric(r), "unit": unit_of(_metric(r))}
-            for r in reports for res in _results(r) if res.get("verdict") == "improved"
-        ],
+        "wins": [win for e in started for win in wins_of(e)],
         "failures": failures_by_cause(reports),
-        "inconclusive": open_inconclusives(reports),
-        "next_steps": open_next_steps(rows, now=now),
+        "inconclusive": open_inconclusives([e.row for e in started if e.row.report]),
+        "next_steps": open_next_steps([r for r in rows if not is_confirmation(r)], now=now),
+        "regressions": regressions(rows, records, since=since, now=now),
         **memory_sections(rows, records, memory=memory, since=since, now=now,
                           rules=load_rules() if rules is None else rules),
     }
 
 
-def _batch_line(row: BatchRow, zone: ZoneInfo) -> dict[str, Any]:
+def _batch_line(exp: Experiment, zone: ZoneInfo) -> dict[str, Any]:
+    row = exp.row
     return {"batch": row.id, "preset": row.preset, "state": row.state, "queue": row.queue,
             "requested_by": row.requested_by,
-            "created": row.created_at.astimezone(zone).strftime("%Y-%m-%d %H:%M")}
+            "created": row.created_at.astimezone(zone).strftime("%Y-%m-%d %H:%M"),
+            "confirmation": None if exp.confirmation is None else exp.confirmation.id}
+
+
+def wins_of(exp: Experiment) -> list[dict[str, Any]]:
+    """The experiment's improvements: its own approaches' (never a sweep's point on its own
+    draws) and a sweep's winner confirmed by its confirmation, with the confirmed margin."""
+    row, points = exp.row, sweep_points(exp.row)
+    metric = _metric(row)
+    found = [{"approach": res["approach"], "value": res.get("value"),
+              "delta_pct": res.get("delta_pct"), "confirmed_in": None}
+             for res in _results(row)
+             if res.get("verdict") == "improved" and res.get("approach") not in points]
+    confirmation = ((row.report or {}).get("sweep") or {}).get("confirmation") or {}
+    if confirmation.get("verdict") == "improved":
+        found.append({"approach": confirmation.get("approach"),
+                      "value": confirmation.get("value"),
+                      "delta_pct": confirmation.get("delta_pct"),
+                      "confirmed_in": confirmation.get("batch")})
+    return [{"batch": row.id, "preset": row.preset, **win, "metric": metric,
+             "unit": unit_of(metric)} for win in found]
 
 
 def _metric(row: BatchRow) -> str:
@@ -165,21 +189,29 @@ def _judged_entry(point: Judged) -> dict[str, Any]:
 
 
 def failures_by_cause(reports: Sequence[BatchRow]) -> list[dict[str, Any]]:
-    by_cause: dict[str, list[str]] = {}
+    """Failed results per cause, most first; each approach (preset/name) listed once, with how
+    many times it failed (a dead end failing in every batch is one name, not one per batch)."""
+    by_cause: dict[str, Counter[str]] = {}
     for row in reports:
         for res in _results(row):
             if res.get("verdict") == "failed":
                 cause = str(res.get("cause") or "crash")
-                by_cause.setdefault(cause, []).append(f"{row.preset}/{res['approach']}")
-    ranked = sorted(by_cause.items(), key=lambda item: (-len(item[1]), item[0]))
-    return [{"cause": cause, "count": len(names), "approaches": names} for cause, names in ranked]
+                by_cause.setdefault(cause, Counter())[f"{row.preset}/{res['approach']}"] += 1
+    ranked = sorted(by_cause.items(), key=lambda item: (-item[1].total(), item[0]))
+    return [{"cause": cause, "count": names.total(),
+             "approaches": [{"approach": name, "count": n} for name, n in names.items()]}
+            for cause, names in ranked]
 
 
 def open_inconclusives(reports: Sequence[BatchRow]) -> list[dict[str, Any]]:
-    """Inconclusive results that no later batch of the same preset settled."""
+    """Inconclusive results that no later batch of the same preset settled (a sweep's points
+    are judged by its confirmation, not here)."""
     latest: dict[tuple[str, str], dict[str, Any]] = {}
     for row in sorted(reports, key=lambda r: r.created_at):
+        points = sweep_points(row)
         for res in _results(row):
+            if res.get("approach") in points:
+                continue
             verdict = res.get("verdict")
             if verdict == "inconclusive":
                 latest[(row.preset, res["approach"])] = {

@@ -1,21 +1,22 @@
 """The digest's memory across batches (SPEC.md "Memory across batches"), pure: the judged results
-the best configurations are made of, the regressions between consecutive batches of a preset
-with the stack change that came with them, the known dead ends skipped and the GPU-hours that
-saved, the GPU-hours spent per preset, and the dead ends an upgrade re-opened. `Memory` is what
-the store's queries (`jobs.store.digest_queries`) serve from before the digest's window.
+the best configurations are made of, the known dead ends skipped and the hours that saved, the
+hours spent per preset (`jobs.core.digest_hours`: GPU-hours, or CPU-hours where there is no
+GPU), and the dead ends an upgrade re-opened. The regressions between consecutive experiments
+are `jobs.core.digest_regressions`'. `Memory` is what the store's queries
+(`jobs.store.digest_queries`) serve from before the digest's window.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from jobs.core.digest_hours import hours_per_preset, hours_unit, run_hours
 from jobs.core.memory import DETERMINISTIC, known_from
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, cause_of
-from jobs.core.verdicts import Metric, change_pct, compare, is_better, median
 
 if TYPE_CHECKING:
     from jobs.store import BatchRow
@@ -124,41 +125,7 @@ def judged(
     return out
 
 
-def measured(
-    rows: Sequence[BatchRow], records: Mapping[str, Sequence[RunRecord]]
-) -> Iterator[tuple[BatchRow, RunRecord, str, bool, float]]:
-    """Every ok run of `rows` with a value on its batch's metric: (row, record, metric,
-    lower_is_better, median value)."""
-    for row in rows:
-        metric, lower = row.plan.metric, row.plan.lower_is_better
-        for record in records.get(row.id, ()):
-            value = median(record.samples(metric))
-            if record.status == "ok" and value is not None:
-                yield row, record, metric, lower, value
-
-
 # --------------------------------------------------------------------------- memory across batches
-
-
-def gpu_hours(record: RunRecord) -> float | None:
-    """Server-up time (finished_at - started_at) × the fingerprint's gpu_count (1 when absent);
-    None without both times."""
-    began, ended = _time(record.started_at), _time(record.finished_at)
-    if began is None or ended is None or ended < began:
-        return None
-    count = record.fingerprint.get("gpu_count")
-    gpus = count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else 1
-    return (ended - began).total_seconds() / 3600.0 * gpus
-
-
-def _time(value: str | None) -> dt.datetime | None:
-    if not value:
-        return None
-    try:
-        parsed = dt.datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    return parsed.replace(tzinfo=dt.UTC) if parsed.tzinfo is None else parsed
 
 
 def stack_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -203,87 +170,10 @@ def memory_sections(
                     key=lambda r: r.created_at)
     origins = memory.origins or {}
     return {
-        "regressions": regressions(rows, records, since=since, now=now),
         "dead_ends_skipped": dead_ends_skipped(window, records, origins=origins),
-        "gpu_hours": gpu_hours_per_preset(window, records),
+        "hours": hours_per_preset(window, records),
         "reopened": reopened_dead_ends(window, records, dead_ends=memory.dead_ends,
                                        rules=rules),
-    }
-
-
-def regressions(
-    rows: Sequence[BatchRow],
-    records: Mapping[str, Sequence[RunRecord]],
-    *,
-    since: dt.datetime,
-    now: dt.datetime,
-) -> list[dict[str, Any]]:
-    """A preset's baseline, or its best judged configuration (never an inconclusive or
-    confounded run), that regressed beyond its noise from one batch to the next (the later one
-    in the window, the earlier possibly before it). Noise mirrors the verdict rules
-    (`verdicts.compare`): at least the later plan's min_effect_pct worse, and with 2+
-    repetitions on both sides, disjoint [min, max] ranges."""
-    by_preset: dict[str, list[BatchRow]] = {}
-    for row in sorted((r for r in rows if r.created_at <= now), key=lambda r: r.created_at):
-        by_preset.setdefault(row.preset, []).append(row)
-    out: list[dict[str, Any]] = []
-    for preset in sorted(by_preset):
-        for what, pick in (("baseline", _baseline_of), ("best", _best_of)):
-            held: tuple[BatchRow, RunRecord] | None = None
-            for row in by_preset[preset]:
-                record = pick(row, records.get(row.id, ()))
-                if record is None:
-                    continue
-                if held is not None and row.created_at >= since:
-                    moved = _regressed(held, (row, record), what=what)
-                    if moved is not None:
-                        out.append(moved)
-                held = (row, record)
-    return out
-
-
-def _baseline_of(row: BatchRow, records: Sequence[RunRecord]) -> RunRecord | None:
-    metric = row.plan.metric
-    return next((r for r in records if r.role == "baseline" and r.status == "ok"
-                 and r.samples(metric)), None)
-
-
-def _best_of(row: BatchRow, records: Sequence[RunRecord]) -> RunRecord | None:
-    """The batch's best approach among those its report judged (a confounded or inconclusive
-    run's value says nothing about the stack)."""
-    judged_here = {j.approach for j in judged([row], {row.id: records})}
-    best: tuple[float, RunRecord] | None = None
-    for _, record, _, lower, value in measured([row], {row.id: records}):
-        if record.approach not in judged_here:
-            continue
-        if best is None or is_better(value, best[0], lower_is_better=lower):
-            best = (value, record)
-    return None if best is None else best[1]
-
-
-def _regressed(
-    before: tuple[BatchRow, RunRecord], after: tuple[BatchRow, RunRecord], *, what: str
-) -> dict[str, Any] | None:
-    (old_row, old), (new_row, new) = before, after
-    plan = new_row.plan
-    if (old_row.plan.metric, old_row.plan.lower_is_better) != (plan.metric, plan.lower_is_better):
-        return None  # a different yardstick: no move to judge
-    if what == "best" and old.role == new.role == "baseline":
-        return None  # the baseline's own line says it
-    samples, base = new.samples(plan.metric), old.samples(plan.metric)
-    value, base_value = median(samples), median(base)
-    assert value is not None and base_value is not None
-    raw = change_pct(value, base_value, lower_is_better=plan.lower_is_better)
-    metric = Metric(name=plan.metric, min_effect_pct=plan.min_effect_pct,
-                    lower_is_better=plan.lower_is_better)
-    delta = None if raw is None else round(raw, 1)
-    if compare(samples, base, metric=metric, value=value, delta=delta).verdict != "regressed":
-        return None
-    return {
-        "preset": new_row.preset, "what": what, "metric": plan.metric, "delta_pct": delta,
-        "from": {"batch": old_row.id, "approach": old.approach, "value": base_value},
-        "to": {"batch": new_row.id, "approach": new.approach, "value": value},
-        "stack": stack_change(old.fingerprint, new.fingerprint),
     }
 
 
@@ -302,12 +192,18 @@ def dead_ends_skipped(
             if earlier is None:
                 continue
             origin = origin_of(record, origins)
-            saved = None if origin is None else gpu_hours(origin)
+            saved = None if origin is None else run_hours(origin)
             runs.append({"batch": row.id, "preset": row.preset, "approach": record.approach,
                          "known_from": earlier,
-                         "gpu_hours": None if saved is None else round(saved, 2)})
-    total = sum(r["gpu_hours"] for r in runs if r["gpu_hours"] is not None)
-    return {"count": len(runs), "gpu_hours": round(total, 2), "runs": runs}
+                         "hours": None if saved is None else round(saved, 2),
+                         "unit": hours_unit(origin or record)})
+    saved_by_unit: dict[str, float] = {}
+    for r in runs:
+        if r["hours"] is not None:
+            saved_by_unit[r["unit"]] = saved_by_unit.get(r["unit"], 0.0) + r["hours"]
+    return {"count": len(runs), "runs": runs,
+            "saved": [{"unit": unit, "hours": round(hours, 2)}
+                      for unit, hours in sorted(saved_by_unit.items())]}
 
 
 MAX_HOPS = 10  # a known dead end names its origin; older stores may chain a few
@@ -328,21 +224,6 @@ def origin_of(
             return None
         current = found
     return None
-
-
-def gpu_hours_per_preset(
-    window: Sequence[BatchRow], records: Mapping[str, Sequence[RunRecord]]
-) -> list[dict[str, Any]]:
-    """GPU-hours the window's runs took, per preset. A known dead end started nothing and a
-    run without both times (skipped, never started) took nothing: neither counts."""
-    spent: dict[str, list[float]] = {}
-    for row in window:
-        for record in records.get(row.id, ()):
-            hours = None if known_from(record) else gpu_hours(record)
-            if hours is not None:
-                spent.setdefault(row.preset, []).append(hours)
-    return [{"preset": preset, "gpu_hours": round(sum(hours), 2), "runs": len(hours)}
-            for preset, hours in sorted(spent.items())]
 
 
 def host_type(fingerprint: Mapping[str, Any]) -> tuple[str, ...]:

@@ -25,9 +25,10 @@ from jobs.core.digest_memory import Judged, Memory
 from jobs.core.memory import known_from
 from jobs.core.records import RunRecord, to_record
 from jobs.store.database import Database, json_path
+from jobs.store.experiments import confirmation_key, is_experiment
 from jobs.store.schema import Batch, BatchRow, Run, to_batch_row
 
-PREDECESSORS = 3  # earlier batches per preset a regression may compare the window's first with
+PREDECESSORS = 3  # earlier experiments per preset the window's first may be compared with
 MAX_HOPS = 10  # known dead ends name their origin; an older store may chain a few
 
 Records = dict[str, list[RunRecord]]
@@ -90,16 +91,21 @@ def records_of(store: Database, batch_ids: Sequence[str]) -> Records:
 def predecessors(
     store: Database, *, presets: Iterable[str], before: dt.datetime, limit: int = PREDECESSORS
 ) -> list[BatchRow]:
-    """Per preset, the `limit` latest batches created before `before`."""
+    """Per preset, the `limit` latest experiments created before `before` (batches a person
+    started), each with its sweep's confirmation: one experiment (SPEC.md)."""
     out: list[BatchRow] = []
     with store._read() as session:
         for preset in presets:
             query = (
                 select(Batch)
-                .where(Batch.preset == preset, Batch.created_at < before)
+                .where(Batch.preset == preset, Batch.created_at < before, is_experiment())
                 .order_by(Batch.created_at.desc(), Batch.id.desc())
                 .limit(limit)
             )
+            out.extend(to_batch_row(batch) for batch in session.scalars(query))
+        keys = [confirmation_key(row.id) for row in out if row.plan.sweep is not None]
+        if keys:
+            query = select(Batch).where(Batch.idempotency_key.in_(keys))
             out.extend(to_batch_row(batch) for batch in session.scalars(query))
     return out
 

@@ -19,7 +19,7 @@ from jobs.core.messages import render_blocks, render_text
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.sweeps import SweepPlan
-from jobs.core.trends import daily_best
+from jobs.core.trends import experiment_best
 from jobs.store import BatchRow, Store
 from tests.conftest import make_plan, make_record
 
@@ -107,8 +107,10 @@ def test_the_digest_sums_up_the_week() -> None:
     assert list(best) == [("eagle3", "8x NVIDIA RTX PRO 6000 Blackwell Server Edition")]
     assert [(w["approach"], w["delta_pct"]) for w in digest["wins"]] == [("cg-128", 9.1)]
     assert digest["failures"] == [
-        {"cause": "arch-unsupported", "count": 2, "approaches": ["eagle3/symm", "eagle3/fusion"]},
-        {"cause": "nccl-error", "count": 1, "approaches": ["eagle3/tree"]},
+        {"cause": "arch-unsupported", "count": 2, "approaches": [
+            {"approach": "eagle3/symm", "count": 1}, {"approach": "eagle3/fusion", "count": 1}]},
+        {"cause": "nccl-error", "count": 1, "approaches": [{"approach": "eagle3/tree",
+                                                            "count": 1}]},
     ]
     # eagle3 was inconclusive in b-1 but settled (regressed) in b-2: ep and other-gpu stay open.
     assert [(i["approach"], i["batch"]) for i in digest["inconclusive"]] == [
@@ -200,7 +202,7 @@ def test_the_best_is_the_largest_judged_delta_never_a_confounded_median() -> Non
     assert "cg-128 +19.3% output_throughput vs its baseline (improved, 600 tok/s" in text
     assert "3157" not in text.split("Wins:")[0]
     # the trend has the same yardstick: each day's largest judged delta
-    (series,) = daily_best(rows, records, now=NOW, days=7)
+    (series,) = experiment_best(rows, records, now=NOW, days=7)
     assert [(p["day"], p["approach"], p["delta_pct"], p["verdict"]) for p in series["points"]] == [
         ("2026-12-04", "cg-128", 19.3, "improved"), ("2026-12-05", "eagle3", 5.0, "improved")]
     assert series["unit"] == "tok/s"
@@ -246,7 +248,7 @@ def test_a_sweep_point_counts_only_through_its_confirmation() -> None:
                              rec("b-confirm", CHUNK_0, 86.4)]}
     (best,) = build_digest(rows, records, now=NOW, days=7)["best"]
     assert (best["approach"], best["batch"], best["delta_pct"]) == (CHUNK_0, "b-confirm", 8.0)
-    (series,) = daily_best(rows, records, now=NOW, days=7)
+    (series,) = experiment_best(rows, records, now=NOW, days=7)
     assert max(p["delta_pct"] for p in series["points"]) == 8.0
     # a confirmation that did not hold up leaves the sweep's other judged result the best
     rows[1] = row("b-confirm", days_ago=2.9, results=[

@@ -20,7 +20,7 @@ from jobs.core.records import RunRecord
 from jobs.store import Store
 from jobs.store.digest_queries import digest_inputs
 from jobs.store.schema import Run
-from tests.conftest import FINGERPRINT, make_plan, make_record
+from tests.conftest import BASE_ARGS, FINGERPRINT, make_plan, make_record
 from tests.jobs.test_digest import sweep_plan
 from tests.jobs.test_store import postgres_url, url  # noqa: F401 - fixtures: both databases
 
@@ -61,18 +61,45 @@ def digest_of(store: Store, days: float = 7) -> dict[str, Any]:
                           now=NOW).digest
 
 
-def test_a_regression_after_a_driver_upgrade_names_the_driver(store: Store) -> None:
+def test_a_baseline_on_another_stack_is_no_value_to_compare(store: Store) -> None:
+    # absolute values are compared only for one configuration on one host and stack
     add_batch(store, "b-1", days_ago=10, runs=[run("b-1", "baseline", [100, 101, 102])])
     add_batch(store, "b-2", days_ago=3, runs=[
         run("b-2", "baseline", [80, 81, 82], fingerprint=UPGRADED)])
+    assert digest_of(store)["regressions"] == []
+
+
+def test_the_same_baseline_slower_on_the_same_stack_is_a_regression(store: Store) -> None:
+    add_batch(store, "b-1", days_ago=10, runs=[run("b-1", "baseline", [100, 101, 102])])
+    add_batch(store, "b-2", days_ago=3, runs=[run("b-2", "baseline", [80, 81, 82])])
     digest = digest_of(store)
     (moved,) = digest["regressions"]
     assert (moved["preset"], moved["what"], moved["from"]["batch"], moved["to"]["batch"]) == (
         "eagle3", "baseline", "b-1", "b-2")
     assert moved["delta_pct"] == pytest.approx(-19.8)
+    assert moved["stack"] == [] and moved["overrides"] == []
+    text = render_text("digest", digest=digest)
+    assert ("▼ eagle3 baseline: 101 tok/s → 81 tok/s output_throughput (-19.8%), b-1 → b-2; "
+            "the same configuration on the same host and stack") in text
+
+
+def test_an_effect_lost_after_a_driver_upgrade_names_the_driver(store: Store) -> None:
+    add_batch(store, "b-1", days_ago=10, runs=[
+        run("b-1", "baseline", [100, 101]), run("b-1", "cg-128", [120, 121])],
+        report=judged_report("b-1", ("cg-128", "improved", 19.4, 120.5)))
+    add_batch(store, "b-2", days_ago=3, runs=[
+        run("b-2", "baseline", [80, 81], fingerprint=UPGRADED),
+        run("b-2", "cg-128", [80, 81], fingerprint=UPGRADED)],
+        report=judged_report("b-2", ("cg-128", "unchanged", 0.0, 80.5)))
+    digest = digest_of(store)
+    (moved,) = digest["regressions"]  # the baselines ran on different stacks: no value compared
+    assert (moved["what"], moved["approach"], moved["change_pp"]) == ("best", "cg-128", -19.4)
+    assert (moved["from"]["verdict"], moved["to"]["verdict"]) == ("improved", "unchanged")
     assert moved["stack"] == [{"key": "driver", "from": "575.57.08", "to": "590.10"}]
     text = render_text("digest", digest=digest)
-    assert "▼ eagle3 baseline" in text and "driver 575.57.08 → 590.10" in text
+    assert ("▼ eagle3 best: cg-128 +19.4% (improved) → +0.0% (unchanged) output_throughput, "
+            "each against its own batch's baseline (-19.4 pp), b-1 → b-2; "
+            "driver 575.57.08 → 590.10") in text
 
 
 def test_a_move_within_noise_is_no_regression(store: Store) -> None:
@@ -83,8 +110,7 @@ def test_a_move_within_noise_is_no_regression(store: Store) -> None:
     add_batch(store, "b-3", days_ago=3, runs=[run("b-3", "baseline", [98.9, 99, 99.1])])
     digest = digest_of(store)
     assert digest["regressions"] == []
-    assert "Regressions between consecutive batches:\n  none" in render_text("digest",
-                                                                             digest=digest)
+    assert "one host and stack):\n  none" in render_text("digest", digest=digest)
 
 
 def judged_report(batch: str, *results: tuple[str, str, float, float]) -> dict[str, Any]:
@@ -96,16 +122,34 @@ def judged_report(batch: str, *results: tuple[str, str, float, float]) -> dict[s
             "next_steps": []}
 
 
-def test_a_regression_without_a_stack_change_says_so(store: Store) -> None:
+def test_a_regression_without_a_stack_change_says_so_and_names_the_override(
+    store: Store,
+) -> None:
     add_batch(store, "b-1", days_ago=2, runs=[
         run("b-1", "baseline", [100, 101]), run("b-1", "cg-128", [120, 121])],
         report=judged_report("b-1", ("cg-128", "improved", 19.4, 120.5)))
+    tuned = {**BASE_ARGS, "mem-fraction-static": 0.9}
     add_batch(store, "b-2", days_ago=1, runs=[
-        run("b-2", "baseline", [100, 101]), run("b-2", "cg-128", [110, 111])],
-        report=judged_report("b-2", ("cg-128", "improved", 9.5, 110.5)))
-    (moved,) = digest_of(store)["regressions"]
+        run("b-2", "baseline", [60, 61], server_args=tuned),
+        run("b-2", "cg-128", [56, 57], server_args=tuned)],
+        report=judged_report("b-2", ("cg-128", "regressed", -6.6, 56.5)),
+        plan=make_plan(overrides={"mem-fraction-static": 0.9}))
+    digest = digest_of(store)
+    # the baselines ran different configurations: their values (100 → 60) are not compared
+    (moved,) = digest["regressions"]
     assert (moved["what"], moved["to"]["approach"], moved["stack"]) == ("best", "cg-128", [])
-    assert "no stack change" in render_text("digest", digest=digest_of(store))
+    assert moved["overrides"] == [{"knob": "mem-fraction-static", "from": None, "to": 0.9}]
+    text = render_text("digest", digest=digest)
+    assert "no stack change; overrides differ: mem-fraction-static unset → 0.9" in text
+    assert "60.5 tok/s" not in text
+
+
+def test_an_effect_that_stays_judged_improved_is_no_regression(store: Store) -> None:
+    add_batch(store, "b-1", days_ago=2, runs=[run("b-1", "baseline", [100, 101])],
+              report=judged_report("b-1", ("cg-128", "improved", 19.4, 120.5)))
+    add_batch(store, "b-2", days_ago=1, runs=[run("b-2", "baseline", [100, 101])],
+              report=judged_report("b-2", ("cg-128", "improved", 9.5, 110.5)))
+    assert digest_of(store)["regressions"] == []
 
 
 def test_a_confounded_run_is_no_best_to_regress_from(store: Store) -> None:
@@ -127,10 +171,22 @@ def test_gpu_hours_per_preset(store: Store) -> None:
         run("b-2", "eagle3", preset="demo", status="skipped", samples=[],
             extra={"started_at": None, "finished_at": None})])
     add_batch(store, "b-old", days_ago=20, runs=[run("b-old", "baseline", minutes=600)])
-    assert digest_of(store)["gpu_hours"] == [
-        {"preset": "demo", "gpu_hours": 1.0, "runs": 1},
-        {"preset": "eagle3", "gpu_hours": 6.0, "runs": 2},  # 45 minutes of 8 GPUs
+    assert digest_of(store)["hours"] == [
+        {"preset": "demo", "unit": "GPU-hours", "hours": 1.0, "runs": 1},
+        {"preset": "eagle3", "unit": "GPU-hours", "hours": 6.0, "runs": 2},  # 45 min of 8 GPUs
     ]
+
+
+def test_a_cpu_host_spends_cpu_hours(store: Store) -> None:
+    cpu = {"gpu": "none (CPU: AMD EPYC 9654)", "gpu_count": 0, "cpu": "AMD EPYC 9654"}
+    add_batch(store, "c-1", days_ago=1, preset="cpu-demo", runs=[
+        run("c-1", "baseline", preset="cpu-demo", minutes=30, fingerprint=cpu)])
+    digest = digest_of(store)
+    assert digest["hours"] == [
+        {"preset": "cpu-demo", "unit": "CPU-hours", "hours": 0.5, "runs": 1}]
+    text = render_text("digest", digest=digest)
+    assert "cpu-demo: 0.50 CPU-hours over 1 run" in text and "GPU-hours" not in text.split(
+        "Hours spent per preset")[1].split("\n", 1)[1]
 
 
 def test_a_known_dead_end_counts_as_skipped_with_the_gpu_hours_it_saved(store: Store) -> None:
@@ -142,11 +198,13 @@ def test_a_known_dead_end_counts_as_skipped_with_the_gpu_hours_it_saved(store: S
     assert (getattr(known, "known_from", None) or known.extra.get("known_from")) == "b-1"
     add_batch(store, "b-2", days_ago=1, runs=[run("b-2", "baseline", minutes=30), known])
     digest = digest_of(store)
-    assert digest["dead_ends_skipped"] == {"count": 1, "gpu_hours": 1.0, "runs": [
-        {"batch": "b-2", "preset": "eagle3", "approach": "symm", "known_from": "b-1",
-         "gpu_hours": 1.0}]}  # 7.5 minutes of 8 GPUs
+    assert digest["dead_ends_skipped"] == {
+        "count": 1, "saved": [{"unit": "GPU-hours", "hours": 1.0}], "runs": [
+            {"batch": "b-2", "preset": "eagle3", "approach": "symm", "known_from": "b-1",
+             "hours": 1.0, "unit": "GPU-hours"}]}  # 7.5 minutes of 8 GPUs
     # it started nothing: only the baseline's 30 minutes on 8 GPUs were spent
-    assert digest["gpu_hours"] == [{"preset": "eagle3", "gpu_hours": 4.0, "runs": 1}]
+    assert digest["hours"] == [{"preset": "eagle3", "unit": "GPU-hours", "hours": 4.0,
+                                "runs": 1}]
     assert digest["reopened"] == []  # same stack: still a dead end, not worth re-running
     text = render_text("digest", digest=digest)
     assert "Known dead ends skipped: 1, 1.00 GPU-hours saved" in text

@@ -1,0 +1,176 @@
+"""The digest's regressions between consecutive experiments of a preset, pure.
+
+Absolute values are never compared across batches (SPEC.md), except those of one configuration
+on one host and stack, where nothing but time differs. So a regression is one of:
+
+- **baseline**: the baseline's value against the latest earlier experiment of the preset whose
+  baseline ran the same configuration (resolved server_args and env, bench settings, metric) on
+  the same host (worker) and stack, regressed beyond its noise by the verdict rules (at least
+  the later plan's min_effect_pct, and with 2+ repetitions on both sides, disjoint ranges);
+- **best**: the earlier experiment's best judged approach (largest delta against its own
+  baseline), judged again by the next experiment of the preset with a worse verdict (improved →
+  unchanged or regressed, unchanged → regressed): the effect itself moved. Its deltas are each
+  against their own batch's baseline, so they compare across stacks and overrides; the stack
+  change and every `--set` override that differs are named with it.
+
+A sweep and its confirmation are one experiment (`jobs.core.experiments`): its judged results are
+the sweep's own approaches' and its confirmed winner's.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from jobs.core.digest_memory import judged_results, stack_change, sweep_points
+from jobs.core.experiments import Experiment, experiments
+from jobs.core.memory import config_key, stack_key
+from jobs.core.records import RunRecord
+from jobs.core.verdicts import Metric, change_pct, compare, median
+
+if TYPE_CHECKING:
+    from jobs.store import BatchRow
+
+RANK = {"regressed": 0, "unchanged": 1, "improved": 2}
+Judgements = dict[str, tuple[str, float, float | None]]
+
+
+def regressions(
+    rows: Sequence[BatchRow],
+    records: Mapping[str, Sequence[RunRecord]],
+    *,
+    since: dt.datetime,
+    now: dt.datetime,
+) -> list[dict[str, Any]]:
+    """The window's regressions (the later experiment in the window, the earlier possibly
+    before it), per preset: baselines first, then judged bests, each oldest first."""
+    ordered = sorted((r for r in rows if r.created_at <= now), key=lambda r: (r.created_at, r.id))
+    by_preset: dict[str, list[Experiment]] = {}
+    for exp in experiments(ordered):
+        by_preset.setdefault(exp.row.preset, []).append(exp)
+    out: list[dict[str, Any]] = []
+    for preset in sorted(by_preset):
+        out.extend(_baselines(by_preset[preset], records, since=since))
+        out.extend(_bests(by_preset[preset], records, since=since))
+    return out
+
+
+def _baselines(
+    exps: Sequence[Experiment], records: Mapping[str, Sequence[RunRecord]], *, since: dt.datetime
+) -> list[dict[str, Any]]:
+    held: dict[tuple[str, ...], tuple[BatchRow, RunRecord]] = {}
+    out = []
+    for exp in exps:
+        row = exp.row
+        record = _baseline_of(row, records.get(row.id, ()))
+        if record is None:
+            continue
+        key = _identity(row, record)
+        earlier = held.get(key)
+        if earlier is not None and row.created_at >= since:
+            moved = _value_regressed(earlier, (row, record))
+            if moved is not None:
+                out.append(moved)
+        held[key] = (row, record)
+    return out
+
+
+def _identity(row: BatchRow, record: RunRecord) -> tuple[str, ...]:
+    """One configuration on one host and stack, measured the same way."""
+    plan = row.plan
+    return (config_key(record.server_args, record.env), stack_key(record.fingerprint),
+            str(row.host), config_key(plan.bench, {}), plan.metric, str(plan.lower_is_better))
+
+
+def _baseline_of(row: BatchRow, records: Sequence[RunRecord]) -> RunRecord | None:
+    metric = row.plan.metric
+    return next((r for r in records if r.role == "baseline" and r.status == "ok"
+                 and r.samples(metric)), None)
+
+
+def _value_regressed(
+    before: tuple[BatchRow, RunRecord], after: tuple[BatchRow, RunRecord]
+) -> dict[str, Any] | None:
+    (old_row, old), (new_row, new) = before, after
+    plan = new_row.plan
+    samples, base = new.samples(plan.metric), old.samples(plan.metric)
+    value, base_value = median(samples), median(base)
+    assert value is not None and base_value is not None
+    raw = change_pct(value, base_value, lower_is_better=plan.lower_is_better)
+    metric = Metric(name=plan.metric, min_effect_pct=plan.min_effect_pct,
+                    lower_is_better=plan.lower_is_better)
+    delta = None if raw is None else round(raw, 1)
+    if compare(samples, base, metric=metric, value=value, delta=delta).verdict != "regressed":
+        return None
+    return {
+        "preset": new_row.preset, "what": "baseline", "metric": plan.metric, "delta_pct": delta,
+        "from": {"batch": old_row.id, "approach": old.approach, "value": base_value},
+        "to": {"batch": new_row.id, "approach": new.approach, "value": value},
+        "same": "the same configuration on the same host and stack",
+        "stack": [], "overrides": [],
+    }
+
+
+def judged_of(exp: Experiment) -> Judgements:
+    """The experiment's judged results: its own approaches' (never a sweep's points) and, for
+    a sweep, its confirmed winner's (the confirmation's verdict)."""
+    out = judged_results(exp.row.report, points=sweep_points(exp.row))
+    if exp.confirmation is not None:
+        out.update(judged_results(exp.confirmation.report))
+    return out
+
+
+def _bests(
+    exps: Sequence[Experiment], records: Mapping[str, Sequence[RunRecord]], *, since: dt.datetime
+) -> list[dict[str, Any]]:
+    held: tuple[Experiment, Judgements] | None = None
+    out = []
+    for exp in exps:
+        now_judged = judged_of(exp)
+        if not now_judged:
+            continue
+        if held is not None and exp.row.created_at >= since:
+            moved = _effect_regressed(held, (exp, now_judged), records)
+            if moved is not None:
+                out.append(moved)
+        held = (exp, now_judged)
+    return out
+
+
+def _effect_regressed(
+    before: tuple[Experiment, Judgements],
+    after: tuple[Experiment, Judgements],
+    records: Mapping[str, Sequence[RunRecord]],
+) -> dict[str, Any] | None:
+    (old_exp, old), (new_exp, new) = before, after
+    old_plan, plan = old_exp.row.plan, new_exp.row.plan
+    if (old_plan.metric, old_plan.lower_is_better) != (plan.metric, plan.lower_is_better):
+        return None  # a different yardstick: no move to judge
+    name = max(old, key=lambda n: old[n][1])  # the first of a tie, in report order
+    if name not in new or RANK[new[name][0]] >= RANK[old[name][0]]:
+        return None
+    (was, was_delta, was_value), (now, now_delta, now_value) = old[name], new[name]
+    return {
+        "preset": new_exp.row.preset, "what": "best", "metric": plan.metric,
+        "approach": name, "change_pp": round(now_delta - was_delta, 1),
+        "from": {"batch": old_exp.row.id, "approach": name, "verdict": was,
+                 "delta_pct": was_delta, "value": was_value},
+        "to": {"batch": new_exp.row.id, "approach": name, "verdict": now,
+               "delta_pct": now_delta, "value": now_value},
+        "stack": stack_change(_fingerprint(old_exp.row, records),
+                              _fingerprint(new_exp.row, records)),
+        "overrides": override_changes(old_plan.overrides, plan.overrides),
+    }
+
+
+def _fingerprint(row: BatchRow, records: Mapping[str, Sequence[RunRecord]]) -> dict[str, Any]:
+    ordered = sorted(records.get(row.id, ()), key=lambda r: r.role != "baseline")
+    return next((dict(r.fingerprint) for r in ordered if r.fingerprint), {})
+
+
+def override_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every `--set` override that differs between two batches (None: not set)."""
+    keys = [*old, *(k for k in new if k not in old)]
+    return [{"knob": k, "from": old.get(k), "to": new.get(k)} for k in keys
+            if str(old.get(k)) != str(new.get(k)) or (k in old) != (k in new)]
