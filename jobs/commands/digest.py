@@ -11,6 +11,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from jobs import settings
+from jobs.batches import runners
 from jobs.commands.context import Context
 from jobs.core.digest import build_digest
 from jobs.core.errors import UserError
@@ -34,6 +35,7 @@ def digest(
 ) -> Digest:
     if not 0 < days <= MAX_DAYS:  # NaN too; a date MAX_DAYS back is always representable
         raise UserError(f"--days must be more than 0 and at most {MAX_DAYS}, got {days:g}")
+    runners.settle(ctx.store)  # a batch whose runner died is counted ended, not running
     now = now or dt.datetime.now(dt.UTC)
     tz = settings.timezone()
     # The window's batches and only the earlier rows the sections need (indexed queries).

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.batches import sweeping
+from jobs.batches import runners, sweeping
 from jobs.batches.execution import build_report
 from jobs.commands.context import Context
 from jobs.core.errors import UserError
@@ -36,6 +36,7 @@ class Shown:
 
 
 def show(ctx: Context, batch: str | None = None, *, records_only: bool = False) -> Shown:
+    runners.settle(ctx.store)  # a batch whose runner died ends first, with its reason
     row = ctx.batch(batch) if batch else latest_experiment(ctx.store)
     if row is None:
         raise UserError("no batch stored yet")

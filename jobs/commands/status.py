@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs import settings
+from jobs.batches import runners
 from jobs.batches.dispatch import QueueEntry, queue_entries
 from jobs.commands.context import Context
 from jobs.store import BatchRow
@@ -17,8 +18,11 @@ from jobs.store import BatchRow
 
 def status(ctx: Context) -> dict[str, Any]:
     """`{"mode": "embedded"|"distributed", "queues": [...]}`; live workers are counted from
-    the broker's heartbeats in distributed mode and unknown (None) in embedded mode."""
+    the broker's heartbeats in distributed mode and unknown (None) in embedded mode; `ended`:
+    the batches this call found with a dead runner and ended (`runners.settle`), and why."""
     store = ctx.store
+    ended = [{"batch": e.batch, "state": e.state, "reason": e.reason}
+             for e in runners.settle(store)]
     active = store.list_batches(states=("queued", "running"))
     # a sweep's confirmation runs inside its sweep batch: one experiment, shown on its line
     confirming = {r.plan.confirms: r for r in active if r.plan.confirms is not None}
@@ -30,7 +34,8 @@ def status(ctx: Context) -> dict[str, Any]:
          "batches": [_entry(e, confirming.get(e.batch.id)) for e in members]}
         for name, members in sorted(entries.items())
     ]
-    return {"mode": "distributed" if distributed else "embedded", "queues": queues}
+    return {"mode": "distributed" if distributed else "embedded", "queues": queues,
+            "ended": ended}
 
 
 def _entry(entry: QueueEntry, confirmation: BatchRow | None) -> dict[str, Any]:
