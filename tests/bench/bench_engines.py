@@ -50,7 +50,16 @@ def _server_lifetimes() -> list[tuple[float, float]]:
     return spans
 
 
-def _overhead(root: Path) -> tuple[float, float, float]:
+def _outside(spans: list[tuple[float, float]], *, began: float, ended: float) -> str:
+    """Where the batch's time outside its servers went: before the first, between, after."""
+    ordered = sorted(spans)
+    between = sum(max(0.0, b[0] - a[1]) for a, b in zip(ordered, ordered[1:], strict=False))
+    return (f"before the first server {ordered[0][0] - began:.2f} s (preflight, probes), "
+            f"between servers {between:.2f} s ({len(ordered) - 1} gaps: records, events, next "
+            f"launch), after the last {ended - ordered[-1][1]:.2f} s (report)")
+
+
+def _overhead(root: Path) -> tuple[float, float, float, str]:
     standin = Standin(root=root)
     configs = [standin.config("baseline", role="baseline")]
     configs += [standin.config(f"ok-{i}", env={"STANDIN_THROUGHPUT": str(80 + i)})
@@ -62,10 +71,11 @@ def _overhead(root: Path) -> tuple[float, float, float]:
     spans = _server_lifetimes()
     began = time.monotonic()
     execute_batch(row.id, store=store, sink=NullSink(), engine=SGLangEngine())
-    wall = time.monotonic() - began
+    ended = time.monotonic()
+    wall = ended - began
     served = sum(end - start for start, end in spans)
     store.close()
-    return wall, served, wall / served
+    return wall, served, wall / served, _outside(spans, began=began, ended=ended)
 
 
 def _fatal_to_gone(root: Path, runs: int = 3) -> list[float]:
@@ -86,11 +96,12 @@ def run() -> dict[str, str]:
     with tempfile.TemporaryDirectory() as folder:
         root = Path(folder)
         _environment(root)
-        wall, served, ratio = _overhead(root)
+        wall, served, ratio, outside = _overhead(root)
         gone = _fatal_to_gone(root)
     return {
         "harness overhead, stand-in batch of 8 (wall / Σ server start→group gone)":
-            f"{ratio:.3f} ({wall:.1f} s / {served:.1f} s; target ≤ 1.15)",
+            f"{ratio:.3f} ({wall:.1f} s / {served:.1f} s; target ≤ 1.10)",
+        "harness overhead: the batch's time outside its servers": outside,
         "fatal log line → server group gone (median of 3, server ignores SIGTERM)":
             f"{statistics.median(gone):.2f} s (max {max(gone):.2f} s; target < 2 s)",
     }
