@@ -16,7 +16,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -122,7 +122,13 @@ class Outcome:
     help_answers: int
     worker_log: str
     bot_log: str
-    away_s: dict[str, float]  # each outage's measured length
+    away: dict[str, tuple[float, float]]  # each outage's (start, end), time.monotonic()
+    answered_at: list[float]  # when each help's answer reached Slack, time.monotonic()
+
+    def answered_during(self, kind: str) -> int:
+        """Answers that reached Slack while the outage lasted."""
+        start, end = self.away[kind]
+        return sum(start <= at <= end for at in self.answered_at)
 
     def latencies(self, *phases: str) -> list[float]:
         return [a.latency_s for a in self.acks if not phases or a.phase in phases]
@@ -146,19 +152,20 @@ def _database() -> Iterator[tuple[str, TcpProxy, str]]:
 
 
 def run_outages(root: Path, outages: Sequence[tuple[str, float]], *, rate_hz: float = 2.0,
-                gap_s: float = 3.0) -> Outcome:
+                gap_s: float = 3.0, timeouts: Mapping[str, str] = TIMEOUTS) -> Outcome:
     """One batch through `outages` ("hang" or "refused", seconds each, `gap_s` apart), started
-    once its baseline is stored, with `help` at `rate_hz` all along; then the batch's end."""
+    once its baseline is stored, with `help` at `rate_hz` all along; then the batch's end.
+    `timeouts`: the database settings of both processes (empty: the defaults)."""
     with _database() as (direct_url, proxy, proxied_url):
         gen = redis_db()
         site = make_site(root, next(gen), {"standin-hang": PRESET})
-        site.env.update(TIMEOUTS, SPECBENCH_DATABASE_URL=proxied_url)
+        site.env.update(timeouts, SPECBENCH_DATABASE_URL=proxied_url)
         standin = SlackStandin().start()
         direct = Store(direct_url)
         worker = Worker(site, "hangq")
         bot: Bot | None = None
         pinger: Pinger | None = None
-        away: dict[str, float] = {}
+        away: dict[str, tuple[float, float]] = {}
         try:
             bot = Bot(site, standin)
             assert bot.command("run standin-hang").status_code == 200
@@ -175,7 +182,7 @@ def run_outages(root: Path, outages: Sequence[tuple[str, float]], *, rate_hz: fl
                     proxy.cut()
                 time.sleep(seconds)
                 proxy.restore()
-                away[kind] = time.monotonic() - began
+                away[kind] = (began, time.monotonic())
                 pinger.phase = "between"
                 time.sleep(gap_s)
             pinger.phase = "after"
@@ -195,7 +202,8 @@ def run_outages(root: Path, outages: Sequence[tuple[str, float]], *, rate_hz: fl
                 records=[(r.approach, r.status) for r in direct.records(row.id)],
                 summaries=len(summaries(standin.recorded())),
                 help_answers=len(answered(standin.recorded())), worker_log=worker.output(),
-                bot_log=bot.output(), away_s=away)
+                bot_log=bot.output(), away=away,
+                answered_at=[c.at for c in answered(standin.recorded())])
         finally:
             if pinger is not None:
                 pinger.stop()
