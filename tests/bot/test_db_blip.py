@@ -139,7 +139,7 @@ def test_a_6_s_database_blip_mid_batch_still_posts_the_summary_once(
         standin.stop()
         next(setup, None)
     assert len(summaries(standin.recorded())) == 1
-    assert len(standin.recorded("files.completeUploadExternal")) == 1
+    assert len(standin.recorded("files.completeUploadExternal")) == 2  # chart, run records
     parents = [c for c in standin.recorded("chat.postMessage") if not c.body.get("thread_ts")]
     assert len(parents) == 1
     posts = store.slack_posts(row.id)
