@@ -257,3 +257,46 @@ def test_a_point_that_cannot_beat_the_best_stops_its_repetitions(store: Store) -
     assert report["sweep"]["best"]["approach"] == (
         "tune@cuda-graph-max-bs=128,mem-fraction-static=0.8")
     assert report["sweep"]["confirmation"]["verdict"] == "improved"
+
+
+PARENT = """\
+name: tune
+description: a sweep around an approach
+engine: local
+reps: 1
+min_effect_pct: 2.0
+baseline:
+  server_args: {{model-path: /m, cuda-graph-max-bs: 512, mem-fraction-static: 0.85}}
+approaches:
+  - name: parent
+    hypothesis: where the sweep starts
+    server_args: {{cuda-graph-max-bs: {graph}, mem-fraction-static: 0.8}}
+sweep:
+  name: tune
+  extends: parent
+  grid:
+    cuda-graph-max-bs: [96, 160, 192]
+  search: grid
+  confirm_reps: 2
+"""
+
+
+@pytest.mark.parametrize(("graph", "better"), [(128, False), (64, True)])
+def test_a_sweep_says_whether_it_beat_the_approach_it_extends(
+    store: Store, graph: int, better: bool,
+) -> None:
+    engine = Landscape(bump((2, 1)))  # the peak: cuda-graph-max-bs 128, mem 0.8
+    report, _ = run(store, start(store, PARENT.format(graph=graph)), engine)
+    best = report["sweep"]["best"]
+    parent = next(r for r in report["results"] if r["approach"] == "parent")
+    vs = best["vs_parent"]
+    assert (vs["approach"], vs["value"], vs["better"]) == ("parent", parent["value"], better)
+    assert vs["delta_pct"] == round((best["value"] / parent["value"] - 1) * 100, 1)
+    assert (vs["delta_pct"] > 2.0) is better
+    text = render_report(report, "text").splitlines()[2]
+    if better:
+        assert text.startswith(f"{vs['delta_pct']:+.1f}% over parent (")
+    else:  # the parent is the peak: every point is worse than where the sweep started
+        assert text.startswith("The sweep found nothing better than the approach it started "
+                               f"from: its best point {best['approach']}")
+        assert f"is {vs['delta_pct']:+.1f}% against parent" in text
