@@ -21,7 +21,7 @@ from jobs.store import Store
 from jobs.store.digest_queries import digest_inputs
 from jobs.store.schema import Run
 from tests.conftest import BASE_ARGS, FINGERPRINT, make_plan, make_record
-from tests.jobs.test_digest import sweep_plan
+from tests.jobs.test_digest import CHUNK_0, sweep_plan
 from tests.jobs.test_store import postgres_url, url  # noqa: F401 - fixtures: both databases
 
 NOW = dt.datetime(2026, 12, 7, 9, 0, tzinfo=dt.UTC)
@@ -254,13 +254,13 @@ def test_the_store_queries_give_what_the_whole_history_gives(store: Store) -> No
         report=judged_report("j-1", ("cg-64", "improved", 19.6, 60.5),
                              ("tp", "inconclusive", 490.0, 300.5), ("cg-32", "failed", 0.0, 0.0)))
     add_batch(store, "j-2", days_ago=30, runs=[
-        run("j-2", "baseline", [100, 101]), run("j-2", "chunk-0", [150, 151])],
-        plan=sweep_plan(("chunk-0",)),
-        report={**judged_report("j-2", ("chunk-0", "improved", 49.5, 150.5)),
+        run("j-2", "baseline", [100, 101]), run("j-2", CHUNK_0, [150, 151])],
+        plan=sweep_plan(),
+        report={**judged_report("j-2", (CHUNK_0, "improved", 49.5, 150.5)),
                 "sweep": {"name": "c"}})
     add_batch(store, "j-3", days_ago=29, runs=[
-        run("j-3", "baseline", [100, 101]), run("j-3", "chunk-0", [103, 104])],
-        report=judged_report("j-3", ("chunk-0", "unchanged", 1.0, 103.5)))
+        run("j-3", "baseline", [100, 101]), run("j-3", CHUNK_0, [103, 104])],
+        report=judged_report("j-3", (CHUNK_0, "unchanged", 1.0, 103.5)))
     add_batch(store, "j-4", days_ago=2, runs=[
         run("j-4", "baseline", [100, 101]), run("j-4", "eagle3", [110, 111])],
         report=judged_report("j-4", ("eagle3", "improved", 9.9, 110.5)))
