@@ -4,7 +4,8 @@ A real PostgreSQL behind a TCP proxy the test owns: hung (it accepts and never a
 connections and open ones) a store call fails within the connection's timeouts instead of
 waiting for ever, a statement already sent is cut by the watchdog, refused it fails at once, and
 the same store works again once the proxy is restored. The worker's patient store waits a hang
-out and its write lands. Skipped without PostgreSQL (unless SPECBENCH_REQUIRE_POSTGRES=1).
+out and its write lands, and an embedded batch (real stand-in servers) completes through a hang
+and through a refusal. Skipped without PostgreSQL (unless SPECBENCH_REQUIRE_POSTGRES=1).
 """
 
 from __future__ import annotations
@@ -12,21 +13,25 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import OperationalError
 
+from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.store import Store
 from jobs.store.connections import GRACE_S, Timeouts, libpq_args
 from jobs.store.outage import is_outage
 from jobs.store.patient import PatientStore
 from tests.conftest import make_plan
+from tests.standin.harness import make_standin
 from tests.standin.postgres import fresh_database
 from tests.standin.tcp_proxy import TcpProxy
 
 CONNECT_S, STATEMENT_S = 2.0, 2.0
+OUTAGE_S = 12.0  # longer than a statement may take and the watchdog's cut
 
 
 def test_libpq_gets_every_timeout_and_the_url_wins() -> None:
@@ -51,7 +56,7 @@ def test_timeouts_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
 
 
 def test_sqlite_waits_for_a_lock_as_long_as_a_statement_may_take(
-    tmp_path: object, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("SPECBENCH_DB_STATEMENT_TIMEOUT_S", "3")
     store = Store(f"sqlite:///{tmp_path}/busy.db")
@@ -161,3 +166,58 @@ def test_the_patient_store_waits_a_hang_out_and_its_write_lands(
         assert stored is not None and stored.state == "running" and stored.host == "h"
     finally:
         direct.close()
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("outage", ["hang", "refused"])
+def test_an_embedded_batch_waits_its_database_out_and_completes(
+    proxied: tuple[Store, TcpProxy, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    outage: str,
+) -> None:
+    """The embedded worker (what `specbench run` and a bot without Redis use) loses its database
+    while the second configuration runs, for longer than every timeout; the batch completes."""
+    store, proxy, direct_url = proxied
+    standin = make_standin(tmp_path, monkeypatch)
+    plan = standin.plan(standin.config("baseline", role="baseline"),
+                        standin.config("second", env={"STANDIN_THROUGHPUT": "90"}),
+                        standin.config("third", env={"STANDIN_THROUGHPUT": "70"}))
+    dispatcher = EmbeddedDispatcher(store)
+    events = dispatcher.subscribe()
+    restored = threading.Event()
+
+    def restore() -> None:
+        proxy.restore()
+        restored.set()
+
+    try:
+        submitted = dispatcher.submit(plan, requested_by="tester")
+        batch = submitted.batch.id
+        ended = None
+        while ended is None:
+            event = events.get(timeout=120)
+            assert event is not None, "the batch went quiet"
+            if event["type"] == "approach.phase" and event.get("approach") == "second" \
+                    and event.get("phase") == "ready" and not restored.is_set():
+                if outage == "hang":
+                    proxy.hang()
+                else:
+                    proxy.cut()
+                threading.Timer(OUTAGE_S, restore).start()
+            if event["type"] in ("batch.finished", "batch.cancelled"):
+                ended = event
+    finally:
+        events.close()
+        dispatcher.close()
+    assert restored.is_set(), "the batch ended before the database came back"
+    assert ended["state"] == "done" and ended.get("report") is not None, ended
+    direct = Store(direct_url)
+    try:
+        row = direct.get_batch(batch)
+        assert row is not None and row.state == "done"
+        assert [(r.approach, r.status) for r in direct.records(batch)] == [
+            ("baseline", "ok"), ("second", "ok"), ("third", "ok")]
+    finally:
+        direct.close()
+    standin.assert_clean()
