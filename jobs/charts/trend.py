@@ -71,7 +71,7 @@ def trend_figure(
     figure.suptitle(title or f"specbench digest, {start.isoformat()} to {end.isoformat()}:\n"
                     "each experiment's best judged Δ vs own baseline, per preset and hardware",
                     fontsize=9)
-    figure.tight_layout(rect=(0, 0, 1, 1 - 0.58 / height))
+    figure.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))
     return figure
 
 
