@@ -34,6 +34,8 @@ from jobs.commands import (
 from jobs.commands.context import Access, Caller, Context
 from jobs.core.errors import InfraError, UserError
 from jobs.engines.base import Engine
+from jobs.settings import redact_urls
+from jobs.store.outage import describe, is_outage
 
 __all__ = ["COMMANDS", "Access", "Caller", "Reply", "Router", "parse_options", "split_line"]
 
@@ -66,8 +68,8 @@ class Router:
     engine_for: Callable[[str], Engine] | None = None
 
     def handle(self, line: str, *, caller: Caller, idempotency_key: str | None = None) -> Reply:
-        """Route one line; a UserError (exit 2) or an InfraError such as an unreachable broker
-        (exit 1) becomes an ephemeral error reply."""
+        """Route one line; a UserError (exit 2), or an InfraError such as an unreachable broker
+        or a database outage (exit 1), becomes an ephemeral error reply."""
         if len(line) > MAX_LINE_CHARS:
             return _error(f"that line is {len(line):,} characters long; a command is at most "
                           f"{MAX_LINE_CHARS:,}")
@@ -89,6 +91,12 @@ class Router:
             return _error(str(exc))
         except InfraError as exc:  # the broker away: said as the CLI says it, never silence
             return Reply(text=views.error(str(exc)), exit_code=exc.exit_code)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            return Reply(text=views.error(f"cannot reach the database right now "
+                                          f"({redact_urls(describe(exc))}); try again shortly"),
+                         exit_code=1)
 
 
 def _run(args: list[str], ctx: Context, key: str | None) -> Reply:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -122,3 +123,17 @@ def test_show_status_history_presets_digest_and_help(router: Router) -> None:
     assert "1 done" in digest.text and "faster" in digest.text and not digest.ephemeral
     assert digest.blocks
     assert "retry BATCH" in router.handle("help", caller=ALICE).text
+
+
+def test_a_command_that_meets_a_database_outage_is_answered_not_dropped(
+    slack_env: None, tmp_path: Path
+) -> None:
+    (tmp_path / "a-folder.db").mkdir()  # SQLite cannot open a folder: the database is away
+    dispatcher = EmbeddedDispatcher(Store(f"sqlite:///{tmp_path / 'a-folder.db'}"))
+    try:
+        reply = Router(dispatcher).handle("status", caller=ALICE)
+        assert reply.exit_code == 1 and reply.ephemeral
+        assert "cannot reach the database right now" in reply.text
+        assert Router(dispatcher).handle("help", caller=ALICE).exit_code == 0
+    finally:
+        dispatcher.close()
