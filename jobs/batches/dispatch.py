@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from jobs import settings
-from jobs.batches import runners
+from jobs.batches import retention, runners
 from jobs.batches.execution import execute_batch
 from jobs.batches.planning import submit
 from jobs.core.errors import UserError
@@ -196,6 +196,8 @@ class EmbeddedDispatcher:
         self._hurried = False  # a plain flag: set from a signal handler, see `hurry`
         self._thread = threading.Thread(target=self._work, name="specbench-worker", daemon=True)
         self._thread.start()
+        retention.start_pruning(  # old server logs go, as on a distributed worker's start
+            lambda: [r.id for r in store.list_batches(states=("queued", "running"))], every=None)
 
     def submit(
         self,

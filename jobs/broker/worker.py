@@ -33,6 +33,7 @@ from typing import Any
 import redis
 
 from jobs import settings
+from jobs.batches import retention
 from jobs.broker.sink import StreamSink
 from jobs.broker.streams import connect
 from jobs.core.errors import BrokerError, InfraError
@@ -265,6 +266,8 @@ def main(queue: str) -> int:
     _touch()
     threading.Thread(target=_keep_alive, args=(rt, app, stop), name="keep-alive",
                      daemon=True).start()
+    retention.start_pruning(lambda: [r.id for r in rt.store.list_batches(
+        states=("queued", "running"))], stop=stop)  # old server logs: now and hourly
     worker = app.Worker(
         hostname=f"specbench-{queue}@{rt.worker_id}", queues=[queue],
         pool="solo", concurrency=1, loglevel=os.environ.get("SPECBENCH_LOG_LEVEL", "INFO"),
