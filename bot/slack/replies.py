@@ -4,11 +4,14 @@ Slack retries a command it saw no ack for, and replays it with the same trigger_
 `X-Slack-Retry-Num`; the bot drops a key it has seen in this process at once (bot.slack.app), and
 one seen by a predecessor through the store: the answer and each of its uploads are parts of the
 request's scope (`request:<key>`, bot.thread.ledger), so that a `digest` replayed after a restart
-posts nothing again, and one whose bot died mid-answer is finished.
+posts nothing again, and one whose bot died mid-answer is finished. While the database is away
+(no answer within `LEDGER_WAIT_S`) a command is answered all the same, without that record.
 """
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,6 +20,8 @@ from bot.thread.ledger import Ledger
 from bot.thread.messages import Message, Poster, Upload
 
 REPLY = "reply"
+LEDGER_WAIT_S = 2.0  # for the request's record, before answering without it
+log = logging.getLogger(__name__)
 
 
 async def request_ledger(store: Any, key: str | None, *, retried: bool) -> Ledger:
@@ -24,7 +29,12 @@ async def request_ledger(store: Any, key: str | None, *, retried: bool) -> Ledge
     unique ID of it, or Slack says it retries), else in memory only."""
     if key is None or not retried:
         return Ledger(store=None, scope="request")
-    return await Ledger.load(store, f"request:{key}")
+    try:
+        return await asyncio.wait_for(Ledger.load(store, f"request:{key}"), LEDGER_WAIT_S)
+    except TimeoutError:  # the database away: answer now, unrecorded, rather than not at all
+        log.warning("the store did not answer within %.0f s; answering %s unrecorded",
+                    LEDGER_WAIT_S, key)
+        return Ledger(store=None, scope="request")
 
 
 def is_answered(ledger: Ledger) -> bool:
