@@ -285,7 +285,7 @@ def test_manifest_declares_the_app() -> None:
 
 _OPERATOR = {"&&", "||", ";", "|", "&"}
 _VALUE_OPTIONS = {"-e", "--env", "-u", "--user", "-w", "--workdir", "--entrypoint", "--name"}
-_SHELL_VARIABLES = {"PWD", "HOME", "PATH", "USER"}
+_SHELL_VARIABLES = {"PWD", "HOME", "PATH", "USER", "NAME"}  # NAME: the ${NAME} placeholder
 
 
 def _code_lines(path: Path) -> Iterator[str]:

@@ -59,7 +59,10 @@ def wait(monkeypatch: pytest.MonkeyPatch, store: StoreSays) -> tuple[int, str, s
                                  cancel=lambda batch_id: None)
     ctx = SimpleNamespace(dispatcher=dispatcher)
     args = argparse.Namespace(timeout=30.0, format="text")
-    code = commands._run_and_wait(ctx, SimpleNamespace(queue="default"), args)
+    from bot.cli import interrupts
+
+    with interrupts.Trap() as trap:
+        code = commands._run_and_wait(ctx, SimpleNamespace(queue="default"), args, trap=trap)
     return code, out.getvalue(), err.getvalue()
 
 
