@@ -24,10 +24,8 @@ runner's host the start time tells a dead runner from a live one, across pid reu
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -37,7 +35,8 @@ from jobs.core.plans import RunConfig
 from jobs.core.records import RunRecord
 from jobs.engines import orphans, procs
 from jobs.engines.base import RunContext, now_iso, to_run_record, to_stored
-from jobs.engines.pids import host, is_alive, pid_namespace, start_time
+from jobs.engines.pids import host
+from jobs.ops import owners
 from jobs.store import TERMINAL_STATES, BatchRow, Store
 
 ACTIVE = ("queued", "running")
@@ -56,23 +55,14 @@ class Ended:
     reason: str
 
 
-def owner_name() -> str:
-    """A lease owner naming this process (see the module's docstring)."""
-    pid = os.getpid()
-    return f"{host()}:{pid}:{start_time(pid)}:{pid_namespace()}:{uuid.uuid4().hex[:8]}"
+owner_name = owners.process_owner  # a lease owner naming this process (see the docstring)
 
 
 def dead_here(owner: str | None) -> str | None:
     """"runner pid N on host H died" when `owner` names a process of this host (and pid
     namespace) that no longer runs; None for a live one, one elsewhere, or no owner."""
-    parts = (owner or "").split(":")
-    if len(parts) != 5 or parts[0] != host() or parts[3] != pid_namespace():
-        return None
-    try:
-        pid, started = int(parts[1]), int(parts[2])
-    except ValueError:
-        return None
-    return None if is_alive(pid, started=started) else f"runner pid {pid} on host {parts[0]} died"
+    pid = owners.dead_pid(owner)
+    return None if pid is None else f"runner pid {pid} on host {host()} died"
 
 
 def gone_runner(row: BatchRow) -> str | None:

@@ -38,7 +38,7 @@ from jobs.broker.sink import StreamSink
 from jobs.broker.streams import connect
 from jobs.core.errors import BrokerError, InfraError
 from jobs.engines import procs
-from jobs.ops import health
+from jobs.ops import health, owners
 from jobs.store import Store
 from jobs.store.patient import PatientStore
 
@@ -66,34 +66,10 @@ def ping(client: redis.Redis, url: str) -> None:
         raise BrokerError.unreachable(url, exc) from None
 
 
-def _pid_namespace() -> str:
-    try:
-        return str(os.stat("/proc/self/ns/pid").st_ino)
-    except OSError:
-        return "-"
-
-
-def lease_owner() -> str:
-    """A fresh lease owner naming this process: `host:pid:start:pidns:nonce`, where start is
-    the process's start time (procs.start_time), so that a worker restarted here can tell
-    that the owner is gone even if its pid was reused (`is_dead_here`)."""
-    pid = os.getpid()
-    return (f"{socket.gethostname()}:{pid}:{procs.start_time(pid)}:{_pid_namespace()}:"
-            f"{uuid.uuid4().hex[:8]}")
-
-
-def is_dead_here(owner: str | None) -> bool:
-    """Whether a lease owner is a process of this host (and pid namespace) that no longer runs:
-    its lease is free now, whatever its expiry says. Any other owner, or one in another format,
-    is left to its lease's expiry."""
-    parts = (owner or "").split(":")
-    if len(parts) != 5 or parts[0] != socket.gethostname() or parts[3] != _pid_namespace():
-        return False
-    try:
-        pid, started = int(parts[1]), int(parts[2])
-    except ValueError:
-        return False
-    return not procs.is_alive(pid, started=started)
+# A lease owner names its process, `host:pid:start:pidns:nonce` (jobs.ops.owners): a worker
+# restarted after a kill -9 sees the owner dead (`is_dead_here`) even if its pid was reused.
+lease_owner = owners.process_owner
+is_dead_here = owners.is_dead_here
 
 
 def registry_dir(queue: str) -> Path:
