@@ -26,7 +26,11 @@ SEED_VERDICTS: dict[str, tuple[str, str | None]] = {
 }
 SHARED = REPO.parent / "shared"  # the workspace's shared/ folder, beside the checkout
 FIXTURES = SHARED / "fixtures"
-SEED = FIXTURES / "seed-session.jsonl"
+# The article's session: shared/fixtures holds it, and the repository ships the same file as
+# docs/examples/seed-session.jsonl (test_deployment checks they match), so no test skips for it.
+SEED = next((path for path in (FIXTURES / "seed-session.jsonl",
+                               REPO / "docs" / "examples" / "seed-session.jsonl") if path.exists()),
+            FIXTURES / "seed-session.jsonl")
 SPEC = SHARED / "SPEC.md"
 WHY_SHARED = (
     "lives in the workspace's shared/ folder beside the checkout ({shared}), which this "

@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from bot.cli.main import build_parser
-from tests.conftest import SEED, SPEC, need_shared
+from tests.conftest import FIXTURES, SPEC, need_shared
 
 REPO = Path(__file__).resolve().parents[1]
 COMPOSE = REPO / "docker-compose.yml"
@@ -429,4 +429,4 @@ def test_the_readmes_example_session_is_the_recorded_seed_session() -> None:
     """README's `analyze docs/examples/seed-session.jsonl` runs on a fresh clone: the copy is
     the article's recorded session as shared/fixtures holds it."""
     example = REPO / "docs" / "examples" / "seed-session.jsonl"
-    assert example.read_bytes() == need_shared(SEED).read_bytes()
+    assert example.read_bytes() == need_shared(FIXTURES / "seed-session.jsonl").read_bytes()

@@ -19,7 +19,7 @@ from jobs.core.report import analyze
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
 
-FIXTURE = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "seed-session.jsonl"
+FIXTURE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "seed-session.jsonl"
 CAUSE_LINES = [
     "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
     "RuntimeError: CUDA error: no kernel image is available for execution on the device",

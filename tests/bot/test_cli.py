@@ -71,7 +71,7 @@ def write_jsonl(path: Path, lines: list[str]) -> Path:
 
 
 def test_analyze_the_seed_session_as_json(seed_path: Path) -> None:
-    result = specbench("analyze", "../shared/fixtures/seed-session.jsonl", "--format", "json")
+    result = specbench("analyze", str(seed_path), "--format", "json")
     assert result.returncode == 0, result.stderr
     report: dict[str, Any] = json.loads(result.stdout)
     results = {r["approach"]: r for r in report["results"]}
