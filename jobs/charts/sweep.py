@@ -4,7 +4,9 @@ against latency Pareto front of every configuration measured.
 The landscape is a line for one knob and a heat map for two; a point that got no server is left
 blank (never drawn as a value). With more than two knobs it shows the first two, each cell the
 best value measured over the other knobs. The best measured point is ringed (only the
-confirmation says whether it is a win), the baseline-equal point marked.
+confirmation says whether it is a win), the baseline-equal point marked. A heat map's numbers
+are white on a dark cell and black on a light one (whichever contrasts more); every text stays
+inside the figure (titles wrapped, the Pareto front's long names in a numbered key below it).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import io
 import math
 import statistics
+import textwrap
 from collections.abc import Mapping
 from typing import Any
 
@@ -20,6 +23,11 @@ from jobs.core.sweeps import SweepPlan, show_value
 from jobs.core.units import unit_of
 
 LATENCIES = ("median_itl_ms", "median_ttft_ms")
+TITLE_WIDTH = 80  # characters of a 9-pt title that fit the 7-inch figure
+KEY_WIDTH = 110  # characters of a 6-pt key line
+KEY_LINE_IN = 0.1  # inches a 6-pt line takes
+MAX_KEYED = 12  # front points numbered, at most (evenly spread, both ends kept)
+NOT_RUN = "#666666"  # the "·" of a cell not run: 5.7:1 on white
 
 
 def _figure(width: float, height: float) -> Any:
@@ -32,7 +40,8 @@ def _figure(width: float, height: float) -> Any:
 
 
 def _png(figure: Any) -> bytes:
-    figure.tight_layout()
+    if figure.get_layout_engine() is None:  # a figure may bring its own
+        figure.tight_layout()
     out = io.BytesIO()
     figure.savefig(out, format="png")
     return out.getvalue()
@@ -81,7 +90,7 @@ def _line(
     axes.set_xlabel(knob)
     axes.set_ylabel(axis_label(metric, better))
     axes.grid(alpha=0.3)
-    axes.set_title(f"sweep {sweep.name}: {_measured(sweep, values)}", fontsize=9)
+    axes.set_title(_wrap(f"sweep {sweep.name}: {_measured(sweep, values)}"), fontsize=9)
     if winner or sweep.same_as_baseline:
         axes.legend(fontsize=7, frameon=False)
     return _png(figure)
@@ -97,16 +106,19 @@ def _heat(
     rows, cols = knobs[0], knobs[1]
     grid = np.array(heat_cells(sweep, values, lower_is_better=lower_is_better))
     where = {p.approach: (p.index[0], p.index[1]) for p in sweep.points}
-    figure = _figure(7.0, 1.6 + 0.45 * len(sweep.grid[rows]))
+    figure = _figure(7.0, max(3.0, 1.6 + 0.45 * len(sweep.grid[rows])))  # the scale's label
     axes = figure.add_subplot()
     masked = np.ma.masked_invalid(grid)
     cmap = _colormap(lower_is_better)
     image = axes.imshow(masked, cmap=cmap, aspect="auto")
-    figure.colorbar(image, ax=axes, label=axis_label(metric, better))
+    scale = figure.colorbar(image, ax=axes)
+    scale.set_label(axis_label(metric, better), fontsize=8)
     for (i, j), value in np.ndenumerate(grid):
-        text = "·" if math.isnan(value) else f"{value:.4g}"
-        axes.text(j, i, text, ha="center", va="center", fontsize=7,
-                  color="#888888" if math.isnan(value) else "black")
+        if math.isnan(value):
+            axes.text(j, i, "·", ha="center", va="center", fontsize=7, color=NOT_RUN)
+            continue
+        axes.text(j, i, f"{value:.4g}", ha="center", va="center", fontsize=7,
+                  color=text_colour(image.cmap(image.norm(value))), gid=f"cell:{i},{j}")
     for name, marker in ((winner, "best measured"), (sweep.same_as_baseline, "baseline")):
         if name and name in where:
             i, j = where[name]
@@ -118,11 +130,11 @@ def _heat(
     axes.set_xlabel(cols)
     axes.set_ylabel(rows)
     extra = f"; best over {', '.join(knobs[2:])}" if len(knobs) > 2 else ""
-    axes.set_title(f"sweep {sweep.name}: {_measured(sweep, values)}; blank: not run{extra}",
-                   fontsize=9)
+    axes.set_title(_wrap(f"sweep {sweep.name}: {_measured(sweep, values)}; blank: not run"
+                         f"{extra}"), fontsize=9)
     if winner or sweep.same_as_baseline:
-        axes.legend(loc="lower left", bbox_to_anchor=(0.0, 1.08), fontsize=7, frameon=False,
-                    ncol=2)
+        axes.legend(loc="upper left", bbox_to_anchor=(0.0, _below(axes)), fontsize=7,
+                    frameon=False, ncol=2)  # under the x label: the title above keeps its place
     return _png(figure)
 
 
@@ -140,6 +152,54 @@ def heat_cells(
         if not math.isnan(value):
             cells[i][j] = value if math.isnan(cells[i][j]) else pick(cells[i][j], value)
     return cells
+
+
+def text_colour(cell: Any) -> str:
+    """Black or white, whichever contrasts more with the cell's colour (WCAG's ratio)."""
+    light = relative_luminance(cell)
+    on_black, on_white = (light + 0.05) / 0.05, 1.05 / (light + 0.05)
+    return "black" if on_black >= on_white else "white"
+
+
+def relative_luminance(colour: Any) -> float:
+    """WCAG 2's relative luminance of a matplotlib colour: 0 black, 1 white."""
+    from matplotlib.colors import to_rgb
+
+    def linear(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (linear(c) for c in to_rgb(colour))
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def _spread(names: list[str], most: int) -> list[str]:
+    """At most `most` of `names`, evenly spread, the first and the last kept."""
+    if len(names) <= most:
+        return names
+    step = (len(names) - 1) / (most - 1)
+    return [names[round(i * step)] for i in range(most)]
+
+
+def _key_line(text: str, width: int = KEY_WIDTH) -> str:
+    """A sweep point's name broken after its commas, so that no line is wider than `width`."""
+    lines = [""]
+    for part in text.split(","):
+        piece = part if not lines[-1] else "," + part
+        if lines[-1] and len(lines[-1]) + len(piece) > width:
+            lines[-1] += ","
+            lines.append("      " + part)
+        else:
+            lines[-1] += piece
+    return "\n".join(lines)
+
+
+def _wrap(text: str, width: int = TITLE_WIDTH) -> str:
+    return "\n".join(textwrap.wrap(text, width, break_on_hyphens=False))
+
+
+def _below(axes: Any, inches: float = 0.5) -> float:
+    """The axes fraction `inches` below the plot, whatever the figure's height."""
+    return -inches / float(axes.figure.get_figheight() * axes.get_position().height)
 
 
 def _colormap(lower_is_better: bool) -> Any:
@@ -202,18 +262,33 @@ def pareto_png(records: list[RunRecord], *, metric: str) -> bytes | None:
     if len(points) < 2:
         return None
     front = pareto_front(points)
-    figure = _figure(7.0, 4.2)
+    keyed = _spread(front, MAX_KEYED)
+    key = ["Pareto front, by throughput:"]
+    key += [_key_line(f"{front.index(name) + 1}  {name}") for name in keyed]
+    if len(keyed) < len(front):
+        key.append(f"({len(front) - len(keyed)} more on the front, unnumbered: the run records "
+                   "have them)")
+    lines = sum(k.count("\n") + 1 for k in key)
+    figure = _figure(7.0, 4.2 + KEY_LINE_IN * lines)
     axes = figure.add_subplot()
     by_name = {name: (tput, lat) for name, tput, lat in points}
     axes.scatter([lat for _, _, lat in points], [tput for _, tput, _ in points], s=14,
                  color="#9aa9c0", label="measured")
     axes.plot([by_name[n][1] for n in front], [by_name[n][0] for n in front], "o-",
               color="#1f5fa8", label="Pareto front")
-    for name in front:
-        axes.annotate(name, (by_name[name][1], by_name[name][0]), fontsize=6,
-                      xytext=(4, 2), textcoords="offset points")
+    # A number beside each point of the front, its name in the key below: a sweep point's
+    # name is longer than the plot is wide.
+    for name in keyed:
+        n = front.index(name) + 1
+        axes.annotate(str(n), (by_name[name][1], by_name[name][0]), fontsize=6,
+                      xytext=(-4, 2), textcoords="offset points", ha="right", gid=f"front:{n}")
     axes.set_xlabel(axis_label(latency, "lower is better"))
     axes.set_ylabel(axis_label(metric, "higher is better"))
     axes.grid(alpha=0.3)
-    axes.legend(fontsize=7, frameon=False)
+    axes.legend(fontsize=7, frameon=False, loc="lower right")
+    axes.margins(x=0.08, y=0.08)  # the numbers of the front's ends inside the plot
+    figure.text(0.01, 0.01, "\n".join(key), fontsize=6, va="bottom", ha="left",
+                linespacing=1.2, gid="front:key")
+    room = (0.15 + KEY_LINE_IN * lines) / figure.get_figheight()
+    figure.set_layout_engine("tight", rect=(0, room, 1, 1))  # the key's room below the plot
     return _png(figure)
