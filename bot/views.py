@@ -14,7 +14,13 @@ from jobs.commands.cancel import Cancelled
 from jobs.commands.digest import Digest
 from jobs.commands.run import Started
 from jobs.commands.show import Shown
-from jobs.core.messages import render_blocks, render_report, render_text, summary_payload
+from jobs.core.messages import (
+    name_width,
+    render_blocks,
+    render_report,
+    render_text,
+    summary_payload,
+)
 from jobs.core.presets import Preset
 from jobs.settings import redact, secret_values
 
@@ -101,8 +107,7 @@ def compared(data: dict[str, Any], fmt: str = "text") -> str:
     if fmt == "json":
         return redact(json.dumps(data, indent=2, ensure_ascii=False),
                       secrets=secret_values(os.environ)) + "\n"
-    names = [r["approach"] for r in data["approaches"]]
-    width = min(max([len(n) for n in names] + [len("Approach")]), 40)
+    width = name_width([r["approach"] for r in data["approaches"]])
     text = render_text("compare", c=data, width=width)
     if fmt == "slack":
         return json.dumps(compared_payload(data, fallback=text), indent=2,

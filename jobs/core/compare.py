@@ -11,6 +11,11 @@ not overlap. An approach that failed on either side has no change; its verdicts 
 
 **Different presets** are compared (approaches are matched by name) with a warning line; a
 different metric or direction is refused, since the values would not be comparable.
+
+**What is shown.** An approach that neither batch ran (a sweep point no search picked) has no
+row, only its name in `not_run`. A knob change that most approaches share (an override such as
+`threads 1 → 2`) is one entry of `common_knobs`, naming the approaches without it; its
+per-approach entries in `knobs` carry `"common": true`, so a message states it once.
 """
 
 from __future__ import annotations
@@ -53,16 +58,30 @@ def compare_batches(a: Side, b: Side) -> dict[str, Any]:
     if a.preset != b.preset:
         warnings.append(f"different presets ({a.preset} vs {b.preset}): approaches are "
                         "matched by name")
-    rows = [_row(name, a, b, metric=metric) for name in _names(a, b)]
+    every = [_row(name, a, b, metric=metric) for name in _names(a, b)]
+    rows = [r for r in every if r["a"]["present"] or r["b"]["present"]]
+    overrides = _changes(a.plan.overrides, b.plan.overrides)
     return {
         "a": _header(a), "b": _header(b), "metric": metric.name,
         "lower_is_better": metric.lower_is_better, "min_effect_pct": metric.min_effect_pct,
         "warnings": warnings, "approaches": rows,
+        "not_run": [r["approach"] for r in every if not (r["a"]["present"] or r["b"]["present"])],
         "moved": [r["approach"] for r in rows if r["beyond_noise"]],
         "fingerprint": fingerprint_changes(fingerprint_of(a.records), fingerprint_of(b.records)),
-        "knobs": knob_changes(a.plan, b.plan),
-        "overrides": _changes(a.plan.overrides, b.plan.overrides),
+        **_knobs(a.plan, b.plan, ran={r["approach"] for r in rows},
+                 overridden={o["knob"] for o in overrides}),
+        "overrides": overrides,
     }
+
+
+def _knobs(a: BatchPlan, b: BatchPlan, *, ran: set[str], overridden: set[str]) -> dict[str, Any]:
+    """`knobs` of the approaches that ran in either batch, and the `common_knobs` among them."""
+    knobs = [k for k in knob_changes(a, b) if k["approach"] in ran]
+    theirs = {c.approach for c in _configs(a)}
+    both = [c.approach for c in _configs(b) if c.approach in ran and c.approach in theirs]
+    common = common_knobs(knobs, both, overridden=overridden)
+    keys = {_key(c) for c in common}
+    return {"common_knobs": common, "knobs": [{**k, "common": _key(k) in keys} for k in knobs]}
 
 
 def fingerprint_of(records: tuple[RunRecord, ...]) -> dict[str, Any]:
@@ -90,6 +109,30 @@ def knob_changes(a: BatchPlan, b: BatchPlan) -> list[dict[str, Any]]:
                                    mask=kind == "env"):
                 out.append({"approach": ours.approach, "kind": kind, **change})
     return out
+
+
+def common_knobs(
+    knobs: list[dict[str, Any]], approaches: list[str], *, overridden: set[str]
+) -> list[dict[str, Any]]:
+    """The knob changes shared by most of `approaches` (two at least, more than half): each
+    once, with the approaches that lack it (`except`) and whether an override sets the knob."""
+    shared: dict[tuple[str, str, str | None, str | None], list[dict[str, Any]]] = {}
+    for k in knobs:
+        shared.setdefault(_key(k), []).append(k)
+    out = []
+    for group in shared.values():
+        names = {k["approach"] for k in group}
+        if len(names) < 2 or len(names) * 2 <= len(approaches):
+            continue
+        first = group[0]
+        out.append({"kind": first["kind"], "knob": first["knob"], "a": first["a"],
+                    "b": first["b"], "except": [n for n in approaches if n not in names],
+                    "override": first["knob"] in overridden})
+    return out
+
+
+def _key(change: dict[str, Any]) -> tuple[str, str, str | None, str | None]:
+    return (change["kind"], change["knob"], _text(change["a"]), _text(change["b"]))
 
 
 def _changes(a: dict[str, Any], b: dict[str, Any], *, mask: bool = False) -> list[dict[str, Any]]:

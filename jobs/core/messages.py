@@ -20,7 +20,19 @@ MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
 MAX_HEADER_CHARS = 150
 MAX_TABLE_ROWS = 100  # the header row included
+MAX_NAME_WIDTH = 80  # a text table's approach column; a longer name gets a line of its own
 FORMATS = ("text", "json", "slack")
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`count` with its noun: "1 rep", "3 reps" (`many` for an irregular plural)."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
+
+
+def name_width(names: list[str]) -> int:
+    """The approach column of a text table: the longest name up to MAX_NAME_WIDTH, at least the
+    header's; the templates put a longer name on a line of its own above its row."""
+    return max([len(n) for n in names if len(n) <= MAX_NAME_WIDTH] + [len("Approach")])
 
 
 def slack_escape(text: Any) -> str:
@@ -39,6 +51,7 @@ def environment() -> jinja2.Environment:
     )
     env.filters["slack"] = slack_escape
     env.filters["unit"] = unit_of  # {{ metric|unit }}: "tok/s", "ms" or ""
+    env.filters["plural"] = plural  # {{ reps|plural("rep") }}: "1 rep", "3 reps"
     return env
 
 
@@ -101,9 +114,8 @@ def render_report(report: dict[str, Any], fmt: str) -> str:
         return settings.redact(text, secrets=_secrets()) + "\n"
     if fmt == "slack":
         return json.dumps(summary_payload(report), indent=2, ensure_ascii=False) + "\n"
-    names = [r["approach"] for r in report["results"]]
-    width = min(max([len(n) for n in names] + [len("Approach")]), 40)
-    return render_text("batch_summary", report=report, width=width, cut_rows=0)
+    names = [report["baseline"]["approach"], *(r["approach"] for r in report["results"])]
+    return render_text("batch_summary", report=report, width=name_width(names), cut_rows=0)
 
 
 def summary_payload(report: dict[str, Any]) -> dict[str, Any]:
