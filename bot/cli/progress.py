@@ -66,7 +66,7 @@ class ProgressBar:
         kind = event["type"]
         if kind == "batch.started":
             return (f"batch {event['batch']} ({event.get('preset')}) started on "
-                    f"{event.get('host')}: {len(event.get('approaches', []))} configurations, "
+                    f"{event.get('host')}: {_configurations(event)}, "
                     f"{started_text(event)}")
         if kind == "approach.phase":
             return f"{event['index']}/{event['of']} {event['approach']}: {phase_text(event)}"
@@ -76,3 +76,8 @@ class ProgressBar:
             return f"batch {event['batch']} {event.get('state')}"
         return None
 
+
+
+def _configurations(event: Event) -> str:
+    count = len(event.get("approaches", []))
+    return f"{count} configuration{'' if count == 1 else 's'}"

@@ -61,8 +61,9 @@ def outcome_text(event: Event) -> str:
 
 
 def started_text(event: Event) -> str:
-    """A `batch.started` event's repetitions: '3 reps each after a warm-up'."""
+    """A `batch.started` event's repetitions: '3 reps each after a warm-up', '1 rep each'."""
     reps = event.get("reps")
+    each = f"{reps} rep{'' if reps == 1 else 's'} each"
     if event.get("warmup") is None:  # an event from a worker older than the warm-up
-        return f"{reps} reps each"
-    return f"{reps} reps each " + ("after a warm-up" if event["warmup"] else "(no warm-up)")
+        return each
+    return each + (" after a warm-up" if event["warmup"] else " (no warm-up)")

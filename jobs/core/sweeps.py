@@ -216,7 +216,8 @@ def confirmed_steps(
             out.append({**step, "action": f"Make {target} the new baseline ({knobs})",
                         "why": f"confirmed by batch {confirmation['batch']}: "
                                f"{confirmation['delta_pct']:+.1f}% on {metric}, "
-                               f"{sweep.confirm_reps} repetitions each"})
+                               f"{sweep.confirm_reps} repetition"
+                               f"{'' if sweep.confirm_reps == 1 else 's'} each"})
         elif step["kind"] == "accept" and not holds:
             if base_value is None:  # accept names a measured configuration, or is left out
                 continue
