@@ -72,7 +72,34 @@ def trend_figure(
                     "each experiment's best judged Δ vs own baseline, per preset and hardware",
                     fontsize=9)
     figure.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))
+    _untangle(figure)
     return figure
+
+
+def _untangle(figure: Any) -> None:
+    """A point's label that covers an earlier one moves to the other side of its point, when
+    that side is free (a sweep point's long name can reach over its neighbour's)."""
+    figure.draw_without_rendering()  # the labels' extents, as laid out
+    for axes in figure.axes:
+        placed: list[Any] = [axes.title.get_window_extent()]
+        frame = axes.get_window_extent()
+        for label in axes.texts:
+            box = label.get_window_extent()
+            if any(box.overlaps(other) for other in placed):
+                _flip(label)
+                moved = label.get_window_extent()
+                if (any(moved.overlaps(other) for other in placed)
+                        or moved.y1 > frame.y1 or moved.y0 < frame.y0):
+                    _flip(label)  # no better there: back where it was
+                else:
+                    box = moved
+            placed.append(box)
+
+
+def _flip(label: Any) -> None:
+    above = label.get_va() == "bottom"
+    label.xyann = (label.xyann[0], -7 if above else 6)
+    label.set_va("top" if above else "bottom")
 
 
 def _when(at: str) -> str:
@@ -90,7 +117,8 @@ def _panel(axes: Any, s: dict[str, Any], *, where: dict[tuple[str, str], int], c
     axes.set_xlim(-0.6, count - 0.4)
     axes.axhline(0.0, color="black", lw=0.8, zorder=2)  # the batch's own baseline
     low, high = min(0.0, *deltas), max(0.0, *deltas)
-    pad = max((high - low) * 0.3, 1.0)  # room for the labels
+    lines = max((_name(p["approach"]).count("\n") + 2 for p in s["points"]), default=2)
+    pad = max((high - low) * 0.15 * lines, 1.0)  # room for the labels, two lines or more
     bottom, top = low - (pad if low < 0 else 0.0), high + pad
     axes.set_ylim(bottom, top)  # zero-based: 0 always shown
     labelled = _labelled(s["points"])
@@ -99,9 +127,7 @@ def _panel(axes: Any, s: dict[str, Any], *, where: dict[tuple[str, str], int], c
             continue
         value = "" if point["value"] is None else with_unit(f", {point['value']:.4g}",
                                                             s["metric"])
-        name = point["approach"]
-        if len(name) > 28:  # a sweep point's long name: broken after its commas
-            name = name.replace(",", ",\n")
+        name = _name(point["approach"])
         # Near an edge the label grows inwards, so it stays inside the panel; neighbours'
         # labels take turns above and below their points, so that they do not overlap.
         at = (x + 0.5) / max(count, 1)
@@ -117,6 +143,11 @@ def _panel(axes: Any, s: dict[str, Any], *, where: dict[tuple[str, str], int], c
     axes.set_ylabel(f"Δ {s['metric']},\n% vs own baseline{unit}", fontsize=7)
     axes.set_title(f"{s['preset']} on {s['hardware']}", fontsize=8)
     axes.grid(alpha=0.3)
+
+
+def _name(approach: str) -> str:
+    """A sweep point's long name broken after its commas."""
+    return approach.replace(",", ",\n") if len(approach) > 28 else approach
 
 
 def _labelled(points: Sequence[dict[str, Any]]) -> set[int]:

@@ -1,6 +1,7 @@
 """Every chart the product posts is legible as posted: each text lies inside the figure once it is
-drawn (nothing cut at an edge), and a heat map's numbers contrast with their cell (WCAG's 4.5:1,
-computed here from the drawn colours, not taken from the module)."""
+drawn (nothing cut at an edge), a heat map's numbers contrast with their cell (WCAG's 4.5:1,
+computed here from the drawn colours, not taken from the module), and the trend's point labels do
+not cover one another."""
 
 from __future__ import annotations
 
@@ -201,6 +202,29 @@ def test_the_trend_charts_texts_stay_inside_it() -> None:
     figure = trend_figure(experiment_best(rows, records, now=NOW, days=7),
                           start=dt.date(2026, 11, 30), end=dt.date(2026, 12, 7))
     assert cut_texts(figure) == []
+
+
+def test_the_trends_labels_neither_cut_nor_cover_one_another() -> None:
+    """A sweep point's long name, broken over lines at the panel's right edge, once reached over
+    its neighbour's label."""
+    long = "tune@cuda-graph-max-bs=128,mem-fraction-static=0.88,speculative-num-steps=5"
+    points = [{"at": f"2026-12-0{d}T09:00:00+00:00", "day": f"2026-12-0{d}", "batch": f"b-{d}",
+               "approach": name, "delta_pct": delta, "value": 82 * (1 + delta / 100),
+               "verdict": verdict}
+              for d, name, delta, verdict in [(1, "cg-128", 9.1, "improved"),
+                                              (2, "eagle3", -34.0, "regressed"),
+                                              (3, "cuda-graph-max-bs-128", 0.4, "unchanged"),
+                                              (4, long, 12.3, "improved")]]
+    series = [{"preset": "eagle3-tune", "hardware": "8x NVIDIA RTX PRO 6000 Blackwell Server "
+               "Edition", "metric": "output_throughput", "unit": "tok/s", "points": points}]
+    figure = trend_figure(series, start=dt.date(2026, 11, 30), end=dt.date(2026, 12, 7))
+    assert cut_texts(figure) == []
+    [axes] = figure.axes
+    boxes = [axes.title.get_window_extent()] + [t.get_window_extent() for t in axes.texts]
+    assert len(boxes) == 5
+    for i, box in enumerate(boxes):
+        for other in boxes[:i]:
+            assert not box.overlaps(other), (box.bounds, other.bounds)
 
 
 def test_luminance_is_wcags() -> None:
