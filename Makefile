@@ -12,11 +12,8 @@ STAMP  := $(VENV)/.installed
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q "$(TORCH)" $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install -q -e ".[$(EXTRAS)]"
+$(STAMP): pyproject.toml scripts/install.sh
+	PYTHON=$(PYTHON) bash scripts/install.sh $(VENV) "$(TORCH)" "$(EXTRAS)" "$(TORCH_INDEX)"
 	touch $(STAMP)
 
 demo: install
