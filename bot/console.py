@@ -5,22 +5,27 @@ parent. On a terminal the progress message is redrawn in place; otherwise every 
 printed as plain lines. With `-c LINE` one line runs, and the console waits for any batch it
 started to end: for its thread, or, should the end event never come (Redis away), for the store
 to say so. SIGINT (Ctrl-C), SIGTERM and SIGHUP end the console and the batches it runs,
-`cancelled`, their servers stopped (`bot.cli.interrupts`), not only the display.
+`cancelled`, their servers stopped (`bot.cli.interrupts`), not only the display. Error replies
+go to stderr. On a terminal readline edits the line (history, arrows), and a message drawn while
+a line is being typed goes above it, the prompt and the typed text drawn again below.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import shutil
 import sys
 import threading
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from bot.chat.router import Caller, Reply, Router
 from bot.thread.messages import Message, Upload
 from bot.thread.store_retry import is_blip
 from bot.thread.thread_hub import ThreadHub
-from jobs import settings
+from jobs import __version__, settings
 from jobs.batches.dispatch import Dispatcher
 from jobs.core.errors import InfraError
 from jobs.store import TERMINAL_STATES, BatchRow
@@ -32,27 +37,42 @@ END_GRACE_S = 12.0  # a thread sees the end itself within its own store poll (5 
 
 
 class ConsolePoster:
-    """bot.thread.messages' Poster on a text stream; uploads are saved under the data dir."""
+    """bot.thread.messages' Poster on a text stream; uploads are saved under the data dir.
 
-    def __init__(self, out: TextIO) -> None:
+    Writes hold a lock: the loop's messages and the reading thread's prompt state change apart."""
+
+    def __init__(self, out: TextIO, err: TextIO | None = None) -> None:
         self.out = out
+        self.err = err or out
         self.tty = bool(getattr(out, "isatty", lambda: False)())
         self._count = 0
         self._texts: dict[str, tuple[str | None, str]] = {}  # ts -> (thread_ts, text)
         self._last: tuple[str, int] | None = None  # the last message drawn and its line count
         self._prompting = False  # the prompt is on screen, waiting for a line
+        self._typed: Callable[[], str] = lambda: ""  # the line typed so far (readline's)
+        self._lock = threading.RLock()
 
     def show_prompt(self) -> None:
         """Write the prompt (on a terminal); messages posted while it waits redraw it below
         them instead of writing into the line being typed."""
         if self.tty:
-            self.out.write(PROMPT)
-            self.out.flush()
-            self._prompting = True
+            with self._lock:
+                self.out.write(PROMPT)
+                self.out.flush()
+                self._prompting = True
+
+    def follow(self, typed: Callable[[], str]) -> None:
+        """readline draws the prompt (`prompt_drawn` says when) and `typed` gives its line."""
+        self._typed = typed
+
+    def prompt_drawn(self) -> None:
+        with self._lock:
+            self._prompting = self.tty
 
     def prompt_answered(self) -> None:
         """The line was entered: the cursor is on a fresh line, no prompt to move."""
-        self._prompting = False
+        with self._lock:
+            self._prompting = False
 
     async def post(self, *, channel: str, thread_ts: str | None, message: Message) -> str:
         self._count += 1
@@ -66,9 +86,13 @@ class ConsolePoster:
         if message.text == old:
             return
         self._texts[ts] = (thread_ts, message.text)
-        if self.tty and self._last is not None and self._last[0] == ts:
-            self.out.write(f"\x1b[{self._last[1]}F\x1b[J")  # up to the message, clear below
-        elif thread_ts is None:
+        with self._lock:
+            if self.tty and self._last is not None and self._last[0] == ts:
+                up = self._last[1] + (self._prompt_rows() if self._prompting else 0)
+                self.out.write(f"\x1b[{up}F\x1b[J")  # up to the message, clear below
+                self._draw(ts, message.text, thread=thread_ts is not None, cleared=True)
+                return
+        if thread_ts is None:
             message = Message(text="(edited) " + message.text)
         self._draw(ts, message.text, thread=thread_ts is not None)
 
@@ -91,26 +115,41 @@ class ConsolePoster:
     ) -> str | None:
         return None  # the console keeps no posting state: nothing to find again
 
-    def say(self, text: str) -> None:
-        self._draw(None, text, thread=False)
+    def say(self, text: str, *, error: bool = False) -> None:
+        self._draw(None, text, thread=False, stream=self.err if error else self.out)
 
-    def _draw(self, ts: str | None, text: str, *, thread: bool) -> None:
+    def _draw(self, ts: str | None, text: str, *, thread: bool, cleared: bool = False,
+              stream: TextIO | None = None) -> None:
+        """`text`'s lines (indented in a thread); a prompt on screen is cleared first and
+        drawn again below them, with the line typed so far."""
         lines = text.rstrip("\n").splitlines() or [""]
         prefix = INDENT if thread else ""
-        prompting = self._prompting and self.tty
-        if prompting:
-            self.out.write("\r\x1b[K")  # the prompt's line cleared; it comes back below
-        self.out.write("".join(f"{prefix}{line}\n" for line in lines))
-        if prompting:
-            self.out.write(PROMPT)
-        self.out.flush()
-        self._last = None if ts is None else (ts, len(lines))
+        stream = stream or self.out
+        with self._lock:
+            prompting = self._prompting and self.tty
+            if prompting:
+                rows = 0 if cleared else self._prompt_rows()
+                # The prompt's rows cleared (the cursor sits on its last); it comes back below.
+                self.out.write(f"\r\x1b[{rows}A\x1b[J" if rows else "\r\x1b[K")
+                self.out.flush()
+            stream.write("".join(f"{prefix}{line}\n" for line in lines))
+            stream.flush()
+            if prompting:
+                self.out.write(PROMPT + self._typed())
+                self.out.flush()
+            self._last = None if ts is None or stream is not self.out else (ts, len(lines))
+
+    def _prompt_rows(self) -> int:
+        """How many rows above the cursor the prompt and the typed line begin (it wraps)."""
+        width = shutil.get_terminal_size().columns or 80
+        return (len(PROMPT) + len(self._typed())) // width
 
 
 class Console:
-    def __init__(self, dispatcher: Dispatcher, out: TextIO, *, interval: float = 1.0) -> None:
+    def __init__(self, dispatcher: Dispatcher, out: TextIO, *, err: TextIO | None = None,
+                 interval: float = 1.0) -> None:
         self.dispatcher = dispatcher
-        self.poster = ConsolePoster(out)
+        self.poster = ConsolePoster(out, err)
         self.router = Router(dispatcher)
         self.hub = ThreadHub(dispatcher, self.poster, interval=interval, durable=False)
         self.caller = Caller(user=os.environ.get("USER") or "local", channel=None,
@@ -122,8 +161,20 @@ class Console:
         if reply.started is not None:
             self.hub.open(reply.started, channel="console")
         else:
-            self.poster.say(reply.text)
+            self.poster.say(reply.text, error=reply.exit_code != 0)
         return reply
+
+    def banner(self) -> str:
+        """What the console says first: who it is, where it keeps its data, how batches run."""
+        if self.dispatcher.mode == "embedded":
+            mode = "embedded (batches run in this process)"
+        else:
+            url = settings.redact_urls(settings.broker_url() or "")
+            mode = f"{self.dispatcher.mode} (broker {url}, queue {settings.default_queue()})"
+        return (f"specbench console {__version__}\n"
+                f"data dir: {settings.data_dir().resolve()}\n"
+                f"mode: {mode}\n"
+                "type `help` for commands, Ctrl-D to quit\n")
 
     async def wait(self, batch_id: str, *, timeout: float) -> None:
         """Until the batch's thread has ended. The store is the truth: polled every
@@ -184,12 +235,12 @@ class Console:
 
     async def repl(self, stdin: TextIO, *, timeout: float) -> int:
         self.hub.start()
+        reader = LineReader(stdin, self.poster)
         started: list[str] = []
         try:
+            self.poster.say(self.banner())
             while True:
-                self.poster.show_prompt()
-                line = await _read_line(stdin)
-                self.poster.prompt_answered()
+                line = await reader.next_line()
                 if not line:
                     break
                 if line.strip() in ("exit", "quit"):
@@ -205,25 +256,68 @@ class Console:
             await self.hub.close()
 
 
-async def _read_line(stdin: TextIO) -> str:
-    """The next line of `stdin`, read on a daemon thread: a console stopped while it waits for
-    a line must not wait for that thread (asyncio joins its own executor's threads)."""
-    loop = asyncio.get_running_loop()
-    answer: asyncio.Future[str] = loop.create_future()
+class LineReader:
+    """The console's lines, each read on a daemon thread: a console stopped while it waits for
+    a line must not wait for that thread (asyncio joins its own executor's threads).
 
-    def give(text: str) -> None:
-        if not answer.done():
-            answer.set_result(text)
+    On a terminal (stdin and stdout both) readline, when there is one, draws the prompt and
+    edits the line, and the poster asks it for the line typed so far; elsewhere lines are read
+    plainly, and the prompt is written only where the output is a terminal."""
 
-    def read() -> None:
-        text = stdin.readline()
+    def __init__(self, stdin: TextIO, poster: ConsolePoster) -> None:
+        self.stdin = stdin
+        self.poster = poster
+        self.readline = _readline(stdin, poster)
+
+    async def next_line(self) -> str:
+        """The next line with its newline; "" at the end of the input (Ctrl-D)."""
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[str] = loop.create_future()
+
+        def give(text: str) -> None:
+            if not answer.done():
+                answer.set_result(text)
+
+        def read() -> None:
+            text = self._read()
+            self.poster.prompt_answered()
+            if not text and self.poster.tty:
+                self.poster.out.write("\n")  # Ctrl-D leaves the cursor after the prompt
+                self.poster.out.flush()
+            try:
+                loop.call_soon_threadsafe(give, text)
+            except RuntimeError:
+                pass  # the loop has closed: no one waits for this line any more
+
+        if self.readline is None:
+            self.poster.show_prompt()
+        threading.Thread(target=read, name="console-stdin", daemon=True).start()
+        return await answer
+
+    def _read(self) -> str:
+        if self.readline is None:
+            return self.stdin.readline()
         try:
-            loop.call_soon_threadsafe(give, text)
-        except RuntimeError:
-            pass  # the loop has closed: no one waits for this line any more
+            return input(PROMPT) + "\n"  # readline's, through sys.stdin and sys.stdout
+        except EOFError:
+            return ""
 
-    threading.Thread(target=read, name="console-stdin", daemon=True).start()
-    return await answer
+
+def _readline(stdin: TextIO, poster: ConsolePoster) -> Any:
+    """The readline module, set up for `poster`, when `input()` would use it (the real stdin
+    and stdout, both terminals); else None."""
+    if not (stdin is sys.stdin and poster.out is sys.stdout and poster.tty
+            and stdin.isatty()):
+        return None
+    try:
+        import readline
+    except ImportError:
+        return None
+    # No bracketed paste: a console stopped mid-line would leave the terminal in that mode.
+    readline.parse_and_bind("set enable-bracketed-paste off")
+    readline.set_pre_input_hook(poster.prompt_drawn)  # called once the prompt is on screen
+    poster.follow(readline.get_line_buffer)
+    return readline
 
 
 def run_console(*, line: str | None, timeout: float) -> int:
@@ -234,9 +328,31 @@ def run_console(*, line: str | None, timeout: float) -> int:
     dispatcher = get_dispatcher()
     with interrupts.Trap() as trap:  # Ctrl-C stops the batches, not only the display
         try:
-            console = Console(dispatcher, sys.stdout)
+            console = Console(dispatcher, sys.stdout, err=sys.stderr)
             if line is not None:
                 return asyncio.run(console.run_line(line, timeout=timeout))
-            return asyncio.run(console.repl(sys.stdin, timeout=timeout))
+            with _terminal_kept(sys.stdin):
+                return asyncio.run(console.repl(sys.stdin, timeout=timeout))
         finally:
             interrupts.close_dispatcher(dispatcher, trap=trap, command="console")
+
+
+@contextlib.contextmanager
+def _terminal_kept(stdin: TextIO) -> Iterator[None]:
+    """The terminal's settings as they were on entry, again on exit: a console stopped while
+    readline reads a line (echo off, one key at a time) must not leave the terminal so."""
+    try:
+        import termios
+    except ImportError:  # not POSIX: no terminal settings to keep
+        yield
+        return
+    try:
+        saved = termios.tcgetattr(stdin.fileno())
+    except (OSError, ValueError, termios.error):  # a pipe, a file: nothing to keep
+        yield
+        return
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError, termios.error):
+            termios.tcsetattr(stdin.fileno(), termios.TCSADRAIN, saved)

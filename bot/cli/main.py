@@ -54,48 +54,78 @@ def _port(text: str) -> int:
     return value
 
 
+CONTRACT = "docs/contracts.md"
+FORMAT_HELP = "how to print the report: text (default), json, or slack (Block Kit JSON)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="specbench", description="Inference-serving experiments, reported.")
+    parser = _Parser(
+        prog="specbench", description="Inference-serving experiments, reported.",
+        epilog=f"Exit codes: 0 done, 1 infrastructure, 2 bad input. Every command and flag is "
+               f"described in {CONTRACT}.")
     parser.add_argument("--version", action="store_true", help="print the version and exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    run = commands.add_parser("run", help="run one batch and wait for it")
+    run = commands.add_parser(
+        "run", help="run one batch and wait for it",
+        description="Run one batch and wait for it: progress on stderr, the report on stdout.",
+        epilog=f"See {CONTRACT}, \"Command line\".")
     run.add_argument("preset", metavar="PRESET", help="a preset name or a path to a YAML file")
-    run.add_argument("--engine", choices=("local", "sglang"))
-    run.add_argument("--queue", metavar="NAME")
-    run.add_argument("--set", dest="sets", action="append", default=[], metavar="KNOB=VALUE")
-    run.add_argument("--reps", type=int, metavar="N")
+    run.add_argument("--engine", choices=("local", "sglang"),
+                     help="the engine to run on (default: the preset's)")
+    run.add_argument("--queue", metavar="NAME",
+                     help="the queue to submit to (default: the preset's, else $SPECBENCH_QUEUE)")
+    run.add_argument("--set", dest="sets", action="append", default=[], metavar="KNOB=VALUE",
+                     help="set a knob the preset lists as overridable, for the baseline and "
+                          "every approach alike (repeatable; VALUE read as a YAML scalar)")
+    run.add_argument("--reps", type=int, metavar="N",
+                     help="repetitions per configuration, 1 to 20 (default: the preset's)")
     run.add_argument("--rerun-known", action="store_true",
-                     help="start known dead ends too (SPEC.md \"Memory across batches\")")
-    run.add_argument("--timeout", type=_seconds, default=24 * 3600.0, metavar="S")
-    run.add_argument("--format", choices=FORMATS, default="text")
+                     help=f"start known dead ends too ({CONTRACT}, \"Memory across batches\")")
+    run.add_argument("--timeout", type=_seconds, default=24 * 3600.0, metavar="S",
+                     help="give up after S seconds, at most 604800 (default: 24 hours)")
+    run.add_argument("--format", choices=FORMATS, default="text", help=FORMAT_HELP)
 
     analyze = commands.add_parser("analyze", help="re-analyse run records")
-    analyze.add_argument("runs", metavar="RUNS.jsonl")
-    analyze.add_argument("--metric", metavar="NAME")
-    analyze.add_argument("--min-effect", type=float, metavar="PCT")
-    analyze.add_argument("--lower-is-better", action="store_true", default=None)
-    analyze.add_argument("--format", choices=FORMATS, default="text")
+    analyze.add_argument("runs", metavar="RUNS.jsonl", help="run records, one JSON per line")
+    analyze.add_argument("--metric", metavar="NAME",
+                         help="the metric to judge by (default: the preset's, else "
+                              "output_throughput)")
+    analyze.add_argument("--min-effect", type=float, metavar="PCT",
+                         help="the smallest change in percent that counts, 0 to 1000 "
+                              "(default: the preset's, else 2.0)")
+    analyze.add_argument("--lower-is-better", action="store_true", default=None,
+                         help="a lower value of the metric is better (default: the preset's, "
+                              "else higher is better)")
+    analyze.add_argument("--format", choices=FORMATS, default="text", help=FORMAT_HELP)
 
     console = commands.add_parser("console", help="a local chat session")
-    console.add_argument("-c", dest="line", metavar="LINE")
-    console.add_argument("--timeout", type=_seconds, default=24 * 3600.0, metavar="S")
+    console.add_argument("-c", dest="line", metavar="LINE",
+                         help="run one line, wait for any batch it started, and exit")
+    console.add_argument("--timeout", type=_seconds, default=24 * 3600.0, metavar="S",
+                         help="how long to wait for a started batch, in seconds "
+                              "(default: 24 hours)")
 
     bot = commands.add_parser("bot", help="the Slack bot")
-    bot.add_argument("--http", type=_port, metavar="PORT")
+    bot.add_argument("--http", type=_port, metavar="PORT",
+                     help="serve Slack's events over HTTP on PORT instead of Socket Mode")
 
     worker = commands.add_parser("worker", help="a Celery worker for one GPU host")
-    worker.add_argument("--queue", metavar="NAME")
+    worker.add_argument("--queue", metavar="NAME",
+                        help="the queue to serve (default: $SPECBENCH_QUEUE, else default)")
 
     status = commands.add_parser("status", help="running and queued batches")
-    status.add_argument("--format", choices=("text", "json"), default="text")
+    status.add_argument("--format", choices=("text", "json"), default="text",
+                        help="text (default) or json")
 
     cancel = commands.add_parser("cancel", help="cancel a queued or running batch")
-    cancel.add_argument("batch", metavar="BATCH")
+    cancel.add_argument("batch", metavar="BATCH", help="the batch's ID (b-...)")
 
     show = commands.add_parser("show", help="a stored batch")
-    show.add_argument("batch", metavar="BATCH", nargs="?")
-    show.add_argument("--format", choices=(*FORMATS, "jsonl"), default="text")
+    show.add_argument("batch", metavar="BATCH", nargs="?",
+                      help="the batch's ID (default: the latest one started)")
+    show.add_argument("--format", choices=(*FORMATS, "jsonl"), default="text",
+                      help=FORMAT_HELP + "; jsonl prints its run records instead")
     show.add_argument("--chart", metavar="FILE.png",
                       help="also write the batch's chart (each approach against the baseline, "
                            "coloured by its verdict) to FILE.png")
@@ -103,13 +133,20 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("presets", help="the presets and their approaches")
 
     compare = commands.add_parser("compare", help="two stored batches side by side")
-    compare.add_argument("a", metavar="A", nargs="?")
-    compare.add_argument("b", metavar="B", nargs="?")
-    compare.add_argument("--format", choices=FORMATS, default="text")
+    compare.add_argument("a", metavar="A", nargs="?",
+                         help="a batch's ID (default: the latest batch)")
+    compare.add_argument("b", metavar="B", nargs="?",
+                         help="the batch to compare it with (default: the last ended batch of "
+                              "the same preset before A)")
+    compare.add_argument("--format", choices=FORMATS, default="text",
+                         help=FORMAT_HELP.replace("the report", "the comparison"))
 
     digest = commands.add_parser("digest", help="the status digest over stored batches")
-    digest.add_argument("--days", type=float, default=7.0)
-    digest.add_argument("--format", choices=FORMATS, default="text")
+    digest.add_argument("--days", type=float, default=7.0,
+                        help="how many days back to look, more than 0, at most 3650 "
+                             "(default: 7)")
+    digest.add_argument("--format", choices=FORMATS, default="text",
+                        help=FORMAT_HELP.replace("the report", "the digest"))
     digest.add_argument("--chart", metavar="FILE.png",
                         help="also write the digest's trend chart to FILE.png")
     return parser
