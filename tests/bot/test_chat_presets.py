@@ -103,7 +103,7 @@ def test_console_refuses_a_path_and_the_cli_takes_one(config_copy: Path, tmp_pat
     path.write_text(EVIL)
     console = _specbench("console", "-c", f"run {path}", env={})
     assert console.returncode == 2, console.stderr
-    assert NAMES_ONLY in console.stdout and "Traceback" not in console.stderr
+    assert NAMES_ONLY in console.stderr and "Traceback" not in console.stderr
     # The CLI loads the file by path (its knob check proves it read it); model-path: exit 2.
     for knob, needle in (("mem-fraction-statc=1", "unknown knob 'mem-fraction-statc'"),
                          ("model-path=/x", "'model-path' is never overridable")):

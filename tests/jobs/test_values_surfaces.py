@@ -112,6 +112,6 @@ def test_the_console_refuses_a_bad_value_with_one_line(tmp_path: Path) -> None:
         [sys.executable, "-m", "bot.cli.main", "console", "-c", "run cpu-demo --set seed=abc"],
         env=env, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
-    assert "--set seed=abc: seed takes an integer (local engine), got 'abc'" in done.stdout
+    assert "--set seed=abc: seed takes an integer (local engine), got 'abc'" in done.stderr
     database = tmp_path / "data" / "specbench.db"
     assert not database.exists() or Store(f"sqlite:///{database}").list_batches() == []
