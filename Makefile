@@ -7,6 +7,8 @@ TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 EXTRAS := local,postgres,distributed,slack,charts,search,dev
 STAMP  := $(VENV)/.installed
+# The suite waits on servers, brokers and databases more than it computes: 3 workers on 2 cores.
+TEST_WORKERS ?= 3
 
 .PHONY: install demo test lint bench services clean
 
@@ -23,7 +25,7 @@ services:
 	bash scripts/services.sh
 
 test: install services
-	$(PY) -m pytest -q -p no:cacheprovider
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile
 
 lint: install
 	$(VENV)/bin/ruff check bot jobs tests
