@@ -173,7 +173,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"specbench {args.command}: interrupted", file=sys.stderr)
         return 1
-    except Exception:  # noqa: BLE001 - the last line of defence: log it, give an ID
+    except Exception as exc:  # noqa: BLE001 - the last line of defence: log it, give an ID
+        from jobs.store.outage import is_outage
+
+        if is_outage(exc):  # the database is away: say so, not "internal error"
+            print(f"specbench {args.command}: error: {_database_away(exc)}", file=sys.stderr)
+            return 1
         # The traceback goes to errors.log alone, masked: never to a logger, whose lastResort
         # handler would print it raw on stderr when nothing configured logging.
         incident = uuid.uuid4().hex[:8]
@@ -184,6 +189,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 1
+
+
+def _database_away(exc: BaseException) -> str:
+    """One line for a database that did not answer: where (password masked), why, what next."""
+    from jobs import settings
+    from jobs.store.outage import describe
+
+    where = settings.redact_urls(settings.database_url())
+    why = settings.redact_urls(describe(exc))
+    return (f"the database at {where} did not answer ({why}); nothing more was done, "
+            "try again once it is back")
 
 
 def _log_incident(incident: str) -> None:

@@ -69,3 +69,24 @@ def test_a_real_process_prints_no_traceback(tmp_path: Path) -> None:
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""
     _check(done.stderr, data_dir=data)
+
+
+def test_a_database_that_does_not_answer_is_named_not_an_internal_error(tmp_path: Path) -> None:
+    """The real CLI against a PostgreSQL URL where nothing listens: one line that names the
+    database (password masked) and says it did not answer; exit 1 (infrastructure)."""
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SPECBENCH_DATA_DIR": str(tmp_path),
+           "SPECBENCH_DATABASE_URL": f"postgresql+psycopg://bench:pg-secret-77@127.0.0.1:{port}/x",
+           "SPECBENCH_DB_CONNECT_TIMEOUT_S": "2"}
+    done = subprocess.run([sys.executable, "-m", "bot.cli.main", "status"], env=env,
+                          capture_output=True, text=True, timeout=60, check=False)
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1, done.stderr
+    assert len(lines) == 1 and "internal error" not in lines[0], done.stderr
+    assert lines[0].startswith(f"specbench status: error: the database at postgresql+psycopg://"
+                               f"bench:***@127.0.0.1:{port}/x did not answer ("), lines[0]
+    assert "pg-secret-77" not in done.stderr and done.stdout == ""
