@@ -198,8 +198,8 @@ def _database_away(exc: BaseException) -> str:
 
     where = settings.redact_urls(settings.database_url())
     why = settings.redact_urls(describe(exc))
-    return (f"the database at {where} did not answer ({why}); nothing more was done, "
-            "try again once it is back")
+    return (f"the database at {where} did not answer ({why}); "
+            "try again once it answers")
 
 
 def _log_incident(incident: str) -> None:
