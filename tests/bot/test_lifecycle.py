@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -51,7 +52,9 @@ def env(tmp_path: Path) -> dict[str, str]:
     clean.update(
         PYTHONPATH=os.pathsep.join([str(STANDIN), str(REPO)]),
         SPECBENCH_SGLANG_PYTHON=sys.executable, SPECBENCH_CONFIG_DIR=str(config),
-        SPECBENCH_DATA_DIR=str(tmp_path / "data"), STANDIN_TAG=tmp_path.name, USER="tester",
+        SPECBENCH_DATA_DIR=str(tmp_path / "data"),
+        STANDIN_TAG=f"{tmp_path.name}-{uuid.uuid4().hex[:8]}",  # unique across xdist workers
+        USER="tester",
     )
     return clean
 
