@@ -14,6 +14,7 @@ from typing import TextIO
 
 from jobs.core.events import Event
 from jobs.core.progress import outcome_text, phase_text, started_text
+from jobs.core.units import plural
 
 
 class ProgressBar:
@@ -66,7 +67,8 @@ class ProgressBar:
         kind = event["type"]
         if kind == "batch.started":
             return (f"batch {event['batch']} ({event.get('preset')}) started on "
-                    f"{event.get('host')}: {_configurations(event)}, "
+                    f"{event.get('host')}: "
+                    f"{plural(len(event.get('approaches', [])), 'configuration')}, "
                     f"{started_text(event)}")
         if kind == "approach.phase":
             return f"{event['index']}/{event['of']} {event['approach']}: {phase_text(event)}"
@@ -75,9 +77,3 @@ class ProgressBar:
         if kind in ("batch.finished", "batch.cancelled"):
             return f"batch {event['batch']} {event.get('state')}"
         return None
-
-
-
-def _configurations(event: Event) -> str:
-    count = len(event.get("approaches", []))
-    return f"{count} configuration{'' if count == 1 else 's'}"

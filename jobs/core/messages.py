@@ -14,7 +14,7 @@ from typing import Any
 import jinja2
 
 from jobs import settings
-from jobs.core.units import unit_of
+from jobs.core.units import plural, unit_of
 
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
@@ -22,11 +22,6 @@ MAX_HEADER_CHARS = 150
 MAX_TABLE_ROWS = 100  # the header row included
 MAX_NAME_WIDTH = 80  # a text table's approach column; a longer name gets a line of its own
 FORMATS = ("text", "json", "slack")
-
-
-def plural(count: int, word: str, many: str | None = None) -> str:
-    """`count` with its noun: "1 rep", "3 reps" (`many` for an irregular plural)."""
-    return f"{count} {word if count == 1 else (many or word + 's')}"
 
 
 def name_width(names: list[str]) -> int:

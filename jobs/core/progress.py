@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.core.events import Event
-from jobs.core.units import with_unit
+from jobs.core.units import plural, with_unit
 
 NOT_A_SAMPLE = "(not a sample)"
 
@@ -62,8 +62,8 @@ def outcome_text(event: Event) -> str:
 
 def started_text(event: Event) -> str:
     """A `batch.started` event's repetitions: '3 reps each after a warm-up', '1 rep each'."""
-    reps = event.get("reps")
-    each = f"{reps} rep{'' if reps == 1 else 's'} each"
+    reps: Any = event.get("reps")
+    each = f"{plural(reps, 'rep')} each"
     if event.get("warmup") is None:  # an event from a worker older than the warm-up
         return each
     return each + (" after a warm-up" if event["warmup"] else " (no warm-up)")

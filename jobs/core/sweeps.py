@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from jobs.core.deltas import change_pct, is_better
 from jobs.core.grids import GridPoints, Scalar, SweepPoint, grid_size, point_name, show_value
 from jobs.core.limits import MAX_BUDGET, MAX_CONFIRM_REPS
-from jobs.core.units import with_unit
+from jobs.core.units import plural, with_unit
 
 __all__ = ["ENV_KNOB", "FLAG_KNOB", "GridPoints", "Scalar", "Sweep", "SweepPlan", "SweepPoint",
            "point_name", "show_value", "sweep_problems", "to_sweep_plan"]
@@ -216,8 +216,7 @@ def confirmed_steps(
             out.append({**step, "action": f"Make {target} the new baseline ({knobs})",
                         "why": f"confirmed by batch {confirmation['batch']}: "
                                f"{confirmation['delta_pct']:+.1f}% on {metric}, "
-                               f"{sweep.confirm_reps} repetition"
-                               f"{'' if sweep.confirm_reps == 1 else 's'} each"})
+                               f"{plural(sweep.confirm_reps, 'repetition')} each"})
         elif step["kind"] == "accept" and not holds:
             if base_value is None:  # accept names a measured configuration, or is left out
                 continue

@@ -1,5 +1,6 @@
 """Units of the metrics: bench_serving's key names say what they measure; every message, chart
-and digest shows a value with its unit from here (`unit_of`, `with_unit`)."""
+and digest shows a value with its unit from here (`unit_of`, `with_unit`), and a count with its
+noun (`plural`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,11 @@ UNITS = {
     "duration": "s",
 }
 SUFFIXES = (("_ms", "ms"), ("_s", "s"), ("_throughput", "tok/s"), ("_tokens", "tokens"))
+
+
+def plural(count: int, word: str, many: str | None = None) -> str:
+    """`count` with its noun: "1 rep", "3 reps" (`many` for an irregular plural)."""
+    return f"{count} {word if count == 1 else (many or word + 's')}"
 
 
 def unit_of(metric: str) -> str:
