@@ -26,6 +26,12 @@ def config_dir() -> Path:
     return Path(os.environ.get("SPECBENCH_CONFIG_DIR") or _shipped("config"))
 
 
+def shipped_config() -> Path:
+    """The config folder shipped with the code (what an engine's facts are read from, whatever
+    SPECBENCH_CONFIG_DIR says: they belong to the code, not to a deployment)."""
+    return _shipped("config")
+
+
 def templates_dir() -> Path:
     return _shipped("templates")
 
@@ -64,8 +70,6 @@ def max_points() -> int:
 DEFAULT_MAX_POINTS = 10_000
 
 
-def sglang_python() -> str:
-    return os.environ.get("SPECBENCH_SGLANG_PYTHON") or "python3"
 
 
 def id_list(name: str) -> frozenset[str]:

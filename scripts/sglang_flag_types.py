@@ -9,12 +9,12 @@ GPU stack): for every option its `type=` (int, float, SGLang's human_readable_in
 the line that declares the flag in the release's source: the `"--flag"` literal up to 0.5.19,
 the msgspec field in srt/arg_groups/fields/ from 0.5.20 on.
 
-Written: config/sglang_flag_types.yaml, one flag a line, loaded by jobs/engines/flag_types.py
+Written: config/engines/sglang/flag_types.yaml, one flag a line, loaded by jobs/engines/flag_types.py
 so that a value of the wrong type is refused before a batch is stored (on the bot's host too,
 which has no SGLang). Each flag's type is the one of the newest release that declares it with a
 plain action (a deprecated alias takes its new flag's type, and the worker renames it); its
 choices are those of every such release together (a value that only some releases take, like
-`--moe-a2a-backend flashinfer`, is config/sglang_flags.yaml's and the worker's business).
+`--moe-a2a-backend flashinfer`, is config/engines/sglang/flags.yaml's and the worker's business).
 `sglang.bench_serving`'s flags (a preset's `bench`) are written the same way, under `bench:`.
 tests/jobs/engines/test_flag_types.py checks the table against tests/standin/sglang/flags/.
 """
@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import sglang_flags  # noqa: E402  (the probe and the release list live there)
 
-OUT = ROOT / "config" / "sglang_flag_types.yaml"
+OUT = ROOT / "config" / "engines" / "sglang" / "flag_types.yaml"
 # argparse type names -> the kinds jobs/engines/flag_types.py checks. Any other parser function
 # (parse_cuda_graph_config_arg, ...) is written as `opaque`: any string, the release decides.
 KINDS = {

@@ -13,7 +13,7 @@ prints on a CUDA host. Choices that still come out of a stub are written as null
 
 Written, compact and committed: tests/standin/sglang/flags/<version>.json (both parsers) and
 tests/standin/sglang/flags/history.json (what each release of the whole range added, removed or
-re-chose, the evidence for config/sglang_flags.yaml), and with --help-fixture VERSION the
+re-chose, the evidence for config/engines/sglang/flags.yaml), and with --help-fixture VERSION the
 release's verbatim `launch_server --help` as tests/jobs/fixtures/sglang-VERSION-help.txt.
 The probing interpreter must be Python 3.11 (the wheels from 0.5.11 on are cp311) with msgspec
 and PyYAML installed (0.5.20's parser is built from msgspec structs); nothing else.
@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "tests" / "standin" / "sglang" / "flags"
 FIXTURES = ROOT / "tests" / "jobs" / "fixtures"
 # Written as full flag sets: the releases the issue names, and those on either side of a change
-# that config/sglang_flags.yaml relies on. history.json covers every release read.
+# that config/engines/sglang/flags.yaml relies on. history.json covers every release read.
 KEPT = ("0.5.2", "0.5.3", "0.5.8", "0.5.9", "0.5.14", "0.5.15", "0.5.19", "0.5.20", "0.5.23")
 # Modules run for real: the entry points and what builds their parsers. Everything else is a stub.
 REAL = (

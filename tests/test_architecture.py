@@ -6,6 +6,7 @@ import ast
 import json
 import os
 import pkgutil
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -111,3 +112,35 @@ def test_analyze_imports_no_torch_celery_or_slack(tmp_path: Path) -> None:
         modules = python(code, "analyze", str(runs), "--format", fmt)
         assert "jobs.core.report" in modules
         assert offending(modules, HEAVY) == [], fmt
+
+
+ENGINES_DIR = REPO / "jobs" / "engines"
+ENGINE_WORDS = re.compile(r"sglang|vllm", re.IGNORECASE)
+
+
+def engine_naming_lines(root: Path) -> list[str]:
+    """Each line of a module outside an engine's own package (jobs/engines/<name>/) that names
+    SGLang or vLLM, in code, strings, comments or docstrings alike."""
+    found: list[str] = []
+    packages = {p.parent for p in ENGINES_DIR.glob("*/__init__.py")}
+    for path in sorted([*(root / "jobs").rglob("*.py"), *(root / "bot").rglob("*.py")]):
+        if any(package in path.parents for package in packages):
+            continue
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if ENGINE_WORDS.search(line):
+                found.append(f"{path.relative_to(root)}:{number}: {line.strip()}")
+    return found
+
+
+def test_no_module_outside_an_engine_package_names_an_engine() -> None:
+    assert engine_naming_lines(REPO) == []
+
+
+def test_the_engine_check_fails_on_a_module_that_names_one(tmp_path: Path) -> None:
+    (tmp_path / "jobs" / "core").mkdir(parents=True)
+    (tmp_path / "bot").mkdir()
+    (tmp_path / "jobs" / "core" / "x.py").write_text('"""Ask vLLM."""\nPORT = 1\n')
+    (tmp_path / "bot" / "y.py").write_text("engine = 'sglang'\n")
+    assert engine_naming_lines(tmp_path) == [
+        "bot/y.py:1: engine = 'sglang'", 'jobs/core/x.py:1: """Ask vLLM."""',
+    ]

@@ -199,7 +199,7 @@ def test_the_pinned_sglang_release_accepts_every_shipped_preset(
     (generated from its wheel, tests/standin/sglang/flags) refuses no configuration."""
     from jobs.core.plans import resolve
     from jobs.core.presets import load_all
-    from jobs.engines.sglang import SGLangEngine
+    from jobs.engines.sglang.engine import SGLangEngine
     from tests.standin.harness import STANDIN, make_standin
 
     image = _image_tags()["docker-compose.yml"]

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NoReturn
 
+from jobs.core.engine_info import engine_names
 from jobs.core.errors import SpecbenchError
 
 FORMATS = ("text", "json", "slack")
@@ -71,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Run one batch and wait for it: progress on stderr, the report on stdout.",
         epilog=f"See {CONTRACT}, \"Command line\".")
     run.add_argument("preset", metavar="PRESET", help="a preset name or a path to a YAML file")
-    run.add_argument("--engine", choices=("local", "sglang"),
+    run.add_argument("--engine", choices=engine_names(),
                      help="the engine to run on (default: the preset's)")
     run.add_argument("--queue", metavar="NAME",
                      help="the queue to submit to (default: the preset's, else $SPECBENCH_QUEUE)")

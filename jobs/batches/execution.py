@@ -26,9 +26,8 @@ from jobs.core.remedies import load_remedies
 from jobs.core.report import analyze
 from jobs.core.rules import RuleSet, load_rules
 from jobs.core.verdicts import Metric, Verdict, judge, median
-from jobs.engines import get_engine
+from jobs.engines import flag_facts, get_engine
 from jobs.engines.base import Engine, RunContext, now_iso, plan_secrets, to_run_record, to_stored
-from jobs.engines.flag_table import load_table
 from jobs.store import RERUN_STATUSES, BatchRow, Store
 
 CANCEL_POLL_S = 0.5
@@ -50,7 +49,7 @@ def build_report(
     """The batch's report; `judged`: the verdicts given as its runs ended (see `analyze`)."""
     return analyze(
         records, metric=metric_of(plan), rules=load_rules() if rules is None else rules,
-        remedies=load_remedies(), judged=judged, flags=load_table(), engine=plan.engine,
+        remedies=load_remedies(), judged=judged, flags=flag_facts(plan.engine), engine=plan.engine,
     )
 
 
@@ -99,7 +98,7 @@ def execute_batch(
     cancel = _CancelWatch(store, batch_id, should_stop)
     host = socket.gethostname()
     done = {r.approach: r for r in store.records(batch_id) if r.status not in RERUN_STATUSES}
-    bad = _preflight(engine, plan)  # here, on the host whose SGLang will serve
+    bad = _preflight(engine, plan)  # here, on the host whose engine will serve
     refusal = bad.get("baseline") if "baseline" not in done else None
     if refusal is not None:
         return _refuse(store, sink, batch_id, host=host, why=refusal)
@@ -116,7 +115,7 @@ def execute_batch(
         preset=plan.preset, sweep=sweep_info,
         confirms=plan.confirms,
     ))
-    # The host probes (nvidia-smi, the SGLang interpreter) run while the first server starts.
+    # The host probes (nvidia-smi, the engine's interpreter) run while the first server starts.
     probing = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="probe")
     fingerprint_of = probing.submit(engine.fingerprint)
     probing.shutdown(wait=False)
@@ -135,7 +134,8 @@ def execute_batch(
         remembered = remembering.Recall()
         if config.role != "baseline" and not plan.rerun_known and not cancel():
             remembered = remembering.recall(store, config, batch_id=batch_id, metric=metric,
-                                            rules=rules, fingerprint=fingerprint_of.result())
+                                            rules=rules, fingerprint=fingerprint_of.result(),
+                                            engine=plan.engine)
         if remembered.dead_end is not None:  # not started: the earlier failure, copied
             record = dead_end_record(remembered.dead_end, now=to_run_record(
                 config, ctx, status="failed", started_at=now_iso()))
@@ -198,7 +198,7 @@ def _preflight(
     engine: Engine, plan: BatchPlan, *, point: str | None = None
 ) -> dict[str, str] | str | None:
     """Approach -> why the installed engine refuses it; a preflight that cannot run at all (no
-    SGLang to ask) refuses the baseline. A sweep's `point` is checked alone, as it is about to
+    engine to ask) refuses the baseline. A sweep's `point` is checked alone, as it is about to
     start (its plan's one configuration): none starts with a flag refused, and a sweep of
     thousands of points checks only those its search proposes."""
     try:

@@ -31,8 +31,9 @@ def recall(
     fingerprint: Mapping[str, Any],
     metric: Metric,
     rules: RuleSet,
+    engine: str | None = None,
 ) -> Recall:
-    stack = stack_key(fingerprint)
+    stack = stack_key(fingerprint, engine=engine)
     last = store.last_run_of(config.server_args, config.env, stack, not_in=batch_id)
     if last is not None and last.status in ("failed", "timeout"):
         cause = failure_cause(last, metric=metric, rules=rules)
@@ -42,6 +43,7 @@ def recall(
         return Recall()  # it ran here since: whatever failed elsewhere is no dead end here
     for earlier in store.failures_of(config.server_args, config.env, not_in=batch_id):
         cause = failure_cause(earlier, metric=metric, rules=rules)
-        if cause in DETERMINISTIC and stack_key(earlier.fingerprint) != stack:
+        if cause in DETERMINISTIC and stack_key(earlier.fingerprint,
+                                                engine=earlier.engine) != stack:
             return Recall(reopened=reopened_note(earlier, cause, fingerprint=fingerprint))
     return Recall()

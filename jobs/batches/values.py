@@ -5,7 +5,7 @@ engine's argparse would refuse (`threads=abc`, `seed=` with nothing, 2.5 for an 
 value outside the choices), or that no process can be given (a NUL character in an argument or
 an environment value, `=` in an environment name: `check_passable`) is bad input, exit 2,
 nothing stored. The types are the engine's own (`jobs.engines.flag_types`), so this runs on the
-bot's host too, where SGLang is not; the worker's preflight checks flags and choices again
+bot's host too, where no engine is; the worker's preflight checks flags and choices again
 against the installed release.
 """
 
@@ -17,14 +17,15 @@ from typing import Any
 from jobs.core.errors import KnobError, PresetError
 from jobs.core.plans import BatchPlan
 from jobs.core.sweeps import ENV_KNOB
-from jobs.engines.flag_types import TypeTable, table_for
+from jobs.engines import type_table
+from jobs.engines.flag_types import TypeTable
 
 
 def check_values(plan: BatchPlan, *, sets: Sequence[str] = ()) -> None:
     """Raise KnobError (a `--set`) or PresetError (the preset's own values) for the first value
     the plan's engine would refuse; `sets` are the raw `KNOB=VALUE` strings, for the message."""
     check_passable(plan)
-    table = table_for(plan.engine)
+    table = type_table(plan.engine)
     if table is None:
         return
     raw = {item.partition("=")[0].strip(): item for item in sets}

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jobs.core.engine_info import engine_of
 from jobs.core.errors import PresetError, RecordError, UserError, did_you_mean
 from jobs.core.limits import MAX_MIN_EFFECT_PCT
 from jobs.core.presets import load_preset, preset_names
@@ -21,7 +22,7 @@ from jobs.core.remedies import load_remedies
 from jobs.core.report import analyze as analyze_records
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
-from jobs.engines.flag_table import load_table
+from jobs.engines import flag_facts
 
 
 @dataclass(frozen=True)
@@ -56,8 +57,9 @@ def analyze(args: AnalyzeArgs) -> dict[str, Any]:
         else args.min_effect_pct,
         lower_is_better=default.lower_is_better if args.lower_is_better is None else True,
     )
+    engine = engine_of(records[0].fingerprint, named=records[0].engine)
     report = analyze_records(records, metric=metric, rules=load_rules(), remedies=load_remedies(),
-                             flags=load_table())
+                             flags=flag_facts(engine), engine=engine)
     if (where := non_finite(report)) is not None:
         raise RecordError(f"{source}: the records give a non-finite {where}")
     return report

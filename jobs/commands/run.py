@@ -55,7 +55,7 @@ def plan(ctx: Context, args: RunArgs) -> BatchPlan:
     against the engine's flag types (`jobs.batches.values`). The engine's flags
     are checked where the engine is: here in embedded mode, where this process is the worker;
     in distributed mode by the worker that takes the batch (`execute_batch`), since this host
-    may have no SGLang at all (SPEC.md "Real SGLang")."""
+    may have no engine at all (SPEC.md's engine contracts)."""
     check_reps(args.reps)
     if ctx.caller.surface not in PATH_SURFACES:
         find_named_preset(args.preset)  # a path from chat is refused before anything is read
@@ -84,7 +84,7 @@ def submit(ctx: Context, planned: BatchPlan, *, idempotency_key: str | None = No
 
 def check_flags_if_here(ctx: Context, planned: BatchPlan, *, sets: Sequence[str] = ()) -> None:
     """Every value against the engine's flag types, wherever this runs (the types ship with
-    specbench: a bot's host without SGLang checks them too); then preflight now when this
+    specbench: a bot's host without the engine checks them too); then preflight now when this
     process runs the batch (embedded), a worker does it otherwise. `sets`: the raw `--set`
     strings, for the message."""
     check_values(planned, sets=sets)

@@ -25,7 +25,8 @@ from typing import Any
 
 from jobs.core.errors import UserError
 from jobs.core.plans import BatchPlan, RunConfig
-from jobs.core.records import FINGERPRINT_KEYS, RunRecord
+from jobs.core.records import RunRecord
+from jobs.core.stack import Stack, fingerprint_keys
 from jobs.core.verdicts import Metric, compare, median
 from jobs.settings import is_secret_name
 
@@ -85,14 +86,20 @@ def _knobs(a: BatchPlan, b: BatchPlan, *, ran: set[str], overridden: set[str]) -
 
 
 def fingerprint_of(records: tuple[RunRecord, ...]) -> dict[str, Any]:
-    """The batch's host and stack: the baseline's fingerprint, else the first one recorded."""
+    """The batch's engine, host and stack: the baseline's fingerprint, else the first one
+    recorded, with the engine that ran it first."""
     ordered = sorted(records, key=lambda r: r.role != "baseline")
-    return next((dict(r.fingerprint) for r in ordered if r.fingerprint), {})
+    found = next((r for r in ordered if r.fingerprint), None)
+    if found is None:
+        return {}
+    return {"engine": Stack.of(found.fingerprint, engine=found.engine).engine,
+            **found.fingerprint}
 
 
 def fingerprint_changes(a: dict[str, Any], b: dict[str, Any]) -> list[dict[str, Any]]:
     """The fingerprint keys whose values differ (a side that lacks one shows None)."""
-    keys = [*FINGERPRINT_KEYS, *sorted((set(a) | set(b)) - set(FINGERPRINT_KEYS))]
+    known = ("engine", *fingerprint_keys())
+    keys = [*known, *sorted((set(a) | set(b)) - set(known))]
     return [{"key": k, "a": a.get(k), "b": b.get(k)} for k in keys
             if _text(a.get(k)) != _text(b.get(k))]
 

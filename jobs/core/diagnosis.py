@@ -4,8 +4,9 @@
 the line a bad-config failure was classified by: a flag the flag table knows as renamed, one
 that exists only in some releases, an unknown flag, a value outside the flag's vocabulary or
 type, settings that conflict, or an env `${NAME}` the worker's environment lacks. The flag
-table lives with the engines; the core sees it through `FlagFacts`, a protocol that
-jobs.engines.flag_table.FlagTable meets.
+table lives with each engine (`jobs.engines.flag_facts`); the core sees it through
+`FlagFacts`, a protocol the engines' tables meet. Which knobs make a configuration parallel or
+speculative is the engine's own (its `EngineInfo`).
 """
 
 from __future__ import annotations
@@ -14,17 +15,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from jobs.core.engine_info import all_info, describe
+from jobs.core.engine_info import engine_of as engine_that_ran
 from jobs.core.records import RunRecord
 from jobs.core.remedies import Facts
 from jobs.core.rules import RuleSet
 
-# Server args that put more than one GPU process on a configuration (SGLang's names and aliases).
-PARALLEL_KNOBS = (
-    "tp-size", "tp", "tensor-parallel-size", "ep-size", "ep", "expert-parallel-size",
-    "dp-size", "dp", "data-parallel-size", "pp-size", "pp", "pipeline-parallel-size",
-)
-# Server args that turn speculation on (SGLang's, then the local engine's).
-SPECULATIVE_KNOBS = ("speculative-algorithm", "draft-layers", "prompt-lookup-num-tokens")
 CONFLICT_RULES = ("server-args-check", "incompatible-flags")
 _UNRECOGNIZED = re.compile(r": error: unrecognized arguments: (?P<rest>.*)$")
 _ARGUMENT = re.compile(r": error: argument (?P<flag>[^:]+): (?P<message>.*)$")
@@ -36,11 +32,11 @@ _BAD_TYPE = re.compile(r"^invalid \w+ value: (?P<value>'[^']*'|\S+)")
 _TAIL = re.compile(r"^(?P<head>.*?) \((?P<hint>[^()]*)\)\s*$")
 # secret_refs.UNSET_LINE: the knob of the preset's env, and the variable it refers to.
 _UNSET = re.compile(r"^specbench: env (?P<knob>\S+): \$\{(?P<name>\w+)\} is not set in the ")
-_BOUNDED = re.compile(r"is in SGLang \S+ and later|no SGLang release has")
+_BOUNDED = re.compile(r"is in \S+ \S+ and later|no \S+ release has")
 
 
 class FlagFacts(Protocol):
-    """What is known about SGLang's flags across releases (config/sglang_flags.yaml)."""
+    """What is known about an engine's flags across releases (its flag table)."""
 
     def name_for(self, key: str, version: str) -> str: ...
 
@@ -60,15 +56,9 @@ class FlagProblem:
     hint: str | None = None
 
 
-def engine_of(fingerprint: dict[str, Any]) -> str:
-    """The engine that ran a record, from its fingerprint: a host without a GPU or SGLang ran
-    the local engine (jobs.engines.local records `gpu: "none (CPU: ...)"`, `gpu_count: 0`)."""
-    if fingerprint.get("sglang"):
-        return "sglang"
-    gpu = str(fingerprint.get("gpu") or "")
-    if fingerprint.get("gpu_count") == 0 or gpu.startswith("none") or "cpu" in fingerprint:
-        return "local"
-    return "sglang"
+def engine_of(fingerprint: dict[str, Any], *, named: str | None = None) -> str:
+    """The engine that ran a record: its own `engine`, else read from its fingerprint."""
+    return engine_that_ran(fingerprint, named=named)
 
 
 def has_gpu(fingerprint: dict[str, Any]) -> bool:
@@ -77,11 +67,14 @@ def has_gpu(fingerprint: dict[str, Any]) -> bool:
     return (isinstance(count, int) and count > 0) or (count is None and not gpu.startswith("none"))
 
 
-def parallelism(server_args: dict[str, Any]) -> int:
-    """The largest tp/ep/dp/pp size among the server args (1 when none is set)."""
+def parallelism(server_args: dict[str, Any], *, engine: str | None = None) -> int:
+    """The largest tp/ep/dp/pp size among the server args (1 when none is set): the engine's
+    own knobs, or any engine's when it is not known."""
+    infos = (describe(engine),) if engine else all_info()
+    knobs = frozenset().union(*(i.parallel_args for i in infos))
     sizes = [1]
     for key, value in server_args.items():
-        if key.lstrip("-").replace("_", "-") in PARALLEL_KNOBS:
+        if key.lstrip("-").replace("_", "-") in knobs:
             try:
                 sizes.append(int(value))
             except (TypeError, ValueError):
@@ -92,8 +85,10 @@ def parallelism(server_args: dict[str, Any]) -> int:
 def is_speculative(record: RunRecord) -> bool:
     if record.accept_length is not None:
         return True
+    knobs = frozenset().union(*(i.speculative_args for i in all_info()))
     return any(
-        record.server_args.get(knob) not in (None, False) for knob in SPECULATIVE_KNOBS
+        value not in (None, False) for key, value in record.server_args.items()
+        if key.lstrip("-").replace("_", "-") in knobs
     )
 
 
@@ -104,12 +99,13 @@ def facts_of(
     engine: str | None,
     problem: FlagProblem | None = None,
 ) -> Facts:
-    ran = engine or engine_of(record.fingerprint or baseline.fingerprint)
     fingerprint = record.fingerprint or baseline.fingerprint
+    ran = engine or engine_of(fingerprint, named=record.engine or baseline.engine)
+    on_gpu = describe(ran).gpu
     return Facts(
         engine=ran,
-        gpu=ran != "local" and has_gpu(fingerprint),
-        multi_gpu=ran == "sglang" and parallelism(record.server_args) > 1,
+        gpu=on_gpu and has_gpu(fingerprint),
+        multi_gpu=on_gpu and parallelism(record.server_args, engine=ran) > 1,
         speculative=is_speculative(record) and not is_speculative(baseline),
         flag=None if problem is None else problem.kind,
     )
@@ -121,10 +117,12 @@ def flag_problem(
     """What the engine rejected in a bad-config failure, read from the line that names it."""
     match = rules.classify(record.log_tail or "")
     line = match.line if match is not None else ""
-    version = record.fingerprint.get("sglang") if engine == "sglang" else None
+    info = describe(engine)
+    version = record.fingerprint.get(info.version_key) if info.version_key else None
     table = flags if isinstance(version, str) and _is_version(version) else None
     if (found := _UNRECOGNIZED.search(line)) is not None:
-        return _unknown(found.group("rest"), line=line, table=table, version=version)
+        return _unknown(found.group("rest"), line=line, table=table, version=version,
+                        title=info.title)
     if (found := _ARGUMENT.search(line)) is not None and "not allowed with" not in line:
         flag = found.group("flag").split("/")[0].strip()
         return _bad_value(flag, found.group("message"), line=line, table=table, version=version)
@@ -136,7 +134,7 @@ def flag_problem(
 
 
 def _unknown(
-    rest: str, *, line: str, table: FlagFacts | None, version: Any
+    rest: str, *, line: str, table: FlagFacts | None, version: Any, title: str
 ) -> FlagProblem:
     tail = _TAIL.match(rest)
     words, said = (tail.group("head"), tail.group("hint")) if tail else (rest, None)
@@ -148,7 +146,7 @@ def _unknown(
             spelled = table.name_for(name, version)
             if spelled != name:
                 return FlagProblem("renamed", line=line, flag=each, new_flag=f"--{spelled}",
-                                   hint=f"SGLang {version} spells it --{spelled}")
+                                   hint=f"{title} {version} spells it --{spelled}")
             if (hint := table.hint(each, version)) is not None:
                 return FlagProblem("bounded", line=line, flag=each, hint=hint)
     if said and _BOUNDED.search(said):

@@ -17,13 +17,12 @@ from jobs.core.digest_hours import hours_per_preset, hours_unit, run_hours
 from jobs.core.memory import DETERMINISTIC, known_from
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, cause_of
+from jobs.core.stack import HOST_TYPE, Stack
 
 if TYPE_CHECKING:
     from jobs.store import BatchRow
 
 # What a regression names when it moved, and what tells a host type's stacks apart.
-STACK_KEYS = ("driver", "cuda", "torch", "sglang", "nccl", "gpu", "compute_capability")
-HOST_TYPE = ("gpu", "compute_capability")
 FAILED = ("failed", "timeout")
 
 
@@ -129,12 +128,9 @@ def judged(
 
 
 def stack_change(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each stack component (STACK_KEYS) whose value differs between two fingerprints."""
-    return [
-        {"key": key, "from": old.get(key), "to": new.get(key)}
-        for key in STACK_KEYS
-        if old.get(key) != new.get(key) and str(old.get(key)) != str(new.get(key))
-    ]
+    """Each stack component (jobs.core.stack) whose value differs between two fingerprints."""
+    return [{"key": key, "from": a, "to": b}
+            for key, a, b in Stack.of(old).changes(Stack.of(new))]
 
 
 def memory_of(

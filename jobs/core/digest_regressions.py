@@ -79,7 +79,8 @@ def _baselines(
 def _identity(row: BatchRow, record: RunRecord) -> tuple[str, ...]:
     """One configuration on one host and stack, measured the same way."""
     plan = row.plan
-    return (config_key(record.server_args, record.env), stack_key(record.fingerprint),
+    return (config_key(record.server_args, record.env),
+            stack_key(record.fingerprint, engine=record.engine),
             str(row.host), config_key(plan.bench, {}), plan.metric, str(plan.lower_is_better))
 
 

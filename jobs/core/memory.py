@@ -1,13 +1,14 @@
 """Known dead ends (SPEC.md "Memory across batches"): what failed for a reason that will not go
 away by itself is not started again on the same stack.
 
-A configuration is its resolved `server_args` and `env` (`config_key`); a stack is the parts of a
-host's fingerprint a failure can depend on (`stack_key`: gpu, compute capability, driver, CUDA,
-torch, SGLang, NCCL). An earlier failed record of the same configuration whose cause is
-deterministic (`arch-unsupported`, `bad-config`) is a dead end on its stack: on that stack the
-approach is not started, its record copied (`dead_end_record`); on any other stack it is tried
-again, and its verdict says it failed before and on what (`reopened_note`). Out-of-memory,
-timeouts, crashes and NCCL errors are never remembered: they may pass on a second try.
+A configuration is its resolved `server_args` and `env` (`config_key`); a stack is the parts of
+a host's fingerprint a failure can depend on (`stack_key`: jobs.core.stack's MEMORY_KEYS: gpu,
+compute capability, driver, CUDA, torch, the engine and its version, NCCL). An earlier failed
+record of the same configuration whose cause is deterministic (`arch-unsupported`,
+`bad-config`) is a dead end on its stack: on that stack the approach is not started, its record
+copied (`dead_end_record`); on any other stack it is tried again, and its verdict says it failed
+before and on what (`reopened_note`). Out-of-memory, timeouts, crashes and NCCL errors are
+never remembered: they may pass on a second try.
 """
 
 from __future__ import annotations
@@ -19,10 +20,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobs.core.records import RunRecord
+from jobs.core.stack import MEMORY_KEYS, Stack
 from jobs.settings import is_secret_name
 
 DETERMINISTIC = frozenset({"arch-unsupported", "bad-config"})
-STACK = ("gpu", "compute_capability", "driver", "cuda", "torch", "sglang", "nccl")
 
 
 def _digest(value: Any) -> str:
@@ -37,18 +38,17 @@ def config_key(server_args: Mapping[str, Any], env: Mapping[str, str]) -> str:
     return _digest({"server_args": dict(server_args), "env": kept})
 
 
-def stack_of(fingerprint: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: fingerprint.get(k) for k in STACK}
+def stack_of(fingerprint: Mapping[str, Any], *, engine: str | None = None) -> dict[str, Any]:
+    return dict(Stack.of(fingerprint, engine=engine).items(MEMORY_KEYS))
 
 
-def stack_key(fingerprint: Mapping[str, Any]) -> str:
-    return _digest(stack_of(fingerprint))
+def stack_key(fingerprint: Mapping[str, Any], *, engine: str | None = None) -> str:
+    return _digest(stack_of(fingerprint, engine=engine))
 
 
 def stack_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """(key, old, new) for every stack component that differs."""
-    before, after = stack_of(old), stack_of(new)
-    return [(k, before[k], after[k]) for k in STACK if before[k] != after[k]]
+    return Stack.of(old).changes(Stack.of(new), MEMORY_KEYS)
 
 
 def known_from(record: RunRecord) -> str | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.core.diagnosis import FlagFacts, FlagProblem, engine_of, facts_of, flag_problem
+from jobs.core.engine_info import describe
 from jobs.core.records import RunRecord
 from jobs.core.remedies import EFFORTS, Facts, Remedies, Remedy
 from jobs.core.rules import PRECEDENCE, RuleSet
@@ -19,7 +20,6 @@ from jobs.settings import is_secret_name
 
 CAUSE_ORDER = (*PRECEDENCE, "timeout", "crash")
 NOT_RUN = ("cancelled", "skipped")
-ENGINE_NAMES = {"sglang": "SGLang", "local": "the local engine"}
 _MARK = "\x00approaches\x00"  # where the approaches go once the steps alike are merged
 _EVIDENCE_CHARS = 240
 
@@ -41,10 +41,10 @@ def next_steps(
     flags: FlagFacts | None = None,
     engine: str | None = None,
 ) -> list[dict[str, Any]]:
-    """`flags`: what is known of SGLang's flags across releases; `engine`: the engine the batch
-    ran (the plan's), else told from the baseline's fingerprint."""
+    """`flags`: what is known of the engine's flags across releases; `engine`: the engine the
+    batch ran (the plan's), else told from the baseline."""
     pairs = list(zip(approaches, verdicts, strict=True))
-    ran = engine or engine_of(baseline.fingerprint)
+    ran = engine or engine_of(baseline.fingerprint, named=baseline.engine)
     steps: list[dict[str, Any]] = _rerun_steps(pairs, baseline=baseline)
     if key is not None:
         record = next(r for r in approaches if r.approach == key["approach"])
@@ -118,7 +118,7 @@ def _retry(record: RunRecord, verdict: Verdict) -> dict[str, Any]:
         return _step(
             "retry", record.approach,
             action=f"Re-run {name} where its feature is supported (another GPU or "
-            "SGLang release): the server fell back to the default path",
+            f"{_title(record)} release): the server fell back to the default path",
             why=verdict.why, effort="medium",
         )
     if verdict.reason == "drift":
@@ -216,8 +216,8 @@ def _fields(
         "interconnect": fp.get("interconnect") or "this interconnect",
         "metric": metric.name,
         "unit": unit_of(metric.name) or "its unit",
-        "engine": ENGINE_NAMES.get(facts.engine, facts.engine),
-        "release": str(fp.get("sglang") or "this release"),
+        "engine": describe(facts.engine).in_text,
+        "release": str(_version(fp, facts.engine) or "this release"),
         "flag": (problem.flag if problem and problem.flag else "the rejected flag"),
         "new_flag": (problem.new_flag if problem and problem.new_flag else "its new name"),
         "value": (problem.value if problem and problem.value else "the value given"),
@@ -286,3 +286,12 @@ def _step(kind: str, approach: str | None, *, action: str, why: str, effort: str
         "rank": 0, "kind": kind, "approach": approach, "action": action, "why": why,
         "effort": effort,
     }
+
+
+def _title(record: RunRecord) -> str:
+    return describe(engine_of(record.fingerprint, named=record.engine)).title
+
+
+def _version(fingerprint: dict[str, Any], engine: str) -> Any:
+    key = describe(engine).version_key
+    return fingerprint.get(key) if key else None

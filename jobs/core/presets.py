@@ -13,12 +13,13 @@ from __future__ import annotations
 import difflib
 import re
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from jobs import settings
+from jobs.core.engine_info import default_engine, engine_names
 from jobs.core.errors import PresetError
 from jobs.core.limits import MAX_DEPTH, MAX_MIN_EFFECT_PCT, MAX_PRESET_REPS, MAX_TIMEOUT_S
 from jobs.core.preset_files import read_preset_text, yaml_depth
@@ -26,6 +27,9 @@ from jobs.core.secret_refs import literal_secret_problems
 from jobs.core.sweeps import Sweep, sweep_problems
 
 Scalar = str | int | float | bool | None
+# A server arg may be a mapping too: engines that take JSON for a flag (a speculative
+# config) get it as JSON; the engine's type table says which flags take one.
+ServerValue = Scalar | dict[str, Any]
 
 
 class _Frozen(BaseModel):
@@ -40,7 +44,7 @@ class Timeouts(_Frozen):
 class Config(_Frozen):
     """The baseline's settings."""
 
-    server_args: dict[str, Scalar] = Field(default_factory=dict)
+    server_args: dict[str, ServerValue] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
 
     @field_validator("env", mode="before")
@@ -61,7 +65,7 @@ class Approach(Config):
 class Preset(_Frozen):
     name: str = Field(min_length=1)
     description: str = ""
-    engine: Literal["sglang", "local"] = "sglang"
+    engine: str = Field(default_factory=default_engine)
     queue: str | None = None
     metric: str = "output_throughput"
     lower_is_better: bool = False
@@ -78,6 +82,14 @@ class Preset(_Frozen):
     approaches: tuple[Approach, ...] = ()  # none at all only when the preset has a sweep
     sweep: Sweep | None = None
     source: str = Field(default="", exclude=True)
+
+    @field_validator("engine")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        if value not in engine_names():
+            raise ValueError(f"unknown engine {value!r}; known engines: "
+                             f"{', '.join(sorted(engine_names()))}")
+        return value
 
     def approach(self, name: str) -> Approach:
         for approach in self.approaches:

@@ -18,10 +18,6 @@ from jobs.core.errors import RecordError
 
 STATUSES = ("ok", "failed", "timeout", "cancelled", "skipped")
 ROLES = ("baseline", "approach")
-FINGERPRINT_KEYS = (
-    "gpu", "gpu_count", "compute_capability", "interconnect", "driver", "cuda", "torch",
-    "sglang", "nccl",
-)
 _KNOWN = (
     "batch", "preset", "approach", "role", "parent", "hypothesis", "change", "server_args",
     "env", "status", "exit_code", "log_tail", "metrics", "fingerprint", "started_at",
@@ -52,6 +48,7 @@ class RunRecord:
     started_at: str | None = None
     finished_at: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    engine: str | None = None  # the engine that ran it; None in records written before
 
     @property
     def warmup(self) -> dict[str, Any] | None:
@@ -74,6 +71,8 @@ class RunRecord:
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {k: getattr(self, k) for k in _KNOWN}
+        if self.engine is not None:
+            out["engine"] = self.engine
         out.update(self.extra)
         return out
 
@@ -103,7 +102,7 @@ def to_record(data: Any, *, where: str = "record") -> RunRecord:
     for key in ("server_args", "env"):
         if change.get(key) is not None and not isinstance(change[key], dict):
             raise RecordError(f"{where}: 'change.{key}' must be an object")
-    for key in ("parent", "started_at", "finished_at"):
+    for key in ("parent", "started_at", "finished_at", "engine"):
         if data.get(key) is not None and not isinstance(data[key], str):
             raise RecordError(f"{where}: '{key}' must be a string or null")
     fallbacks = data.get("fallbacks")  # the engine's fallback lines (jobs.core.rules)
@@ -137,7 +136,8 @@ def to_record(data: Any, *, where: str = "record") -> RunRecord:
         fingerprint=dict(data.get("fingerprint") or {}),
         started_at=data.get("started_at"),
         finished_at=data.get("finished_at"),
-        extra={k: v for k, v in data.items() if k not in _KNOWN},
+        extra={k: v for k, v in data.items() if k not in (*_KNOWN, "engine")},
+        engine=data.get("engine") or None,
     )
 
 

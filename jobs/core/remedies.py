@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jobs import settings
+from jobs.core.engine_info import engine_names
 from jobs.core.errors import PresetError
 
 EFFORTS = ("low", "medium", "high")
@@ -34,7 +35,7 @@ PLACEHOLDERS = frozenset({
 class Facts:
     """What one approach ran: the conditions of `when` are checked against these."""
 
-    engine: str  # "sglang" or "local"
+    engine: str  # a registered engine's name (jobs.engines)
     gpu: bool
     multi_gpu: bool  # more than one GPU process (tp, ep, dp or pp size above 1)
     speculative: bool  # it speculates and the baseline does not
@@ -46,11 +47,19 @@ class When(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    engine: Literal["sglang", "local"] | None = None
+    engine: str | None = None  # a registered engine's name
     gpu: bool | None = None
     multi_gpu: bool | None = None
     speculative: bool | None = None
     flag: FlagKind | None = None
+
+    @field_validator("engine")
+    @classmethod
+    def _registered(cls, value: str | None) -> str | None:
+        if value is not None and value not in engine_names():
+            raise ValueError(f"unknown engine {value!r}; known engines: "
+                             f"{', '.join(sorted(engine_names()))}")
+        return value
 
     def holds(self, facts: Facts) -> bool:
         wanted = self.model_dump(exclude_none=True)

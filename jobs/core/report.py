@@ -42,7 +42,7 @@ def analyze(
     engine: str | None = None,
 ) -> dict[str, Any]:
     """The report of a batch's records; `judged` holds verdicts already given, by approach (a
-    worker judges each run as it ends), so that each approach is judged once. `flags` (SGLang's
+    worker judges each run as it ends), so that each approach is judged once. `flags` (the engine's
     flag table) and `engine` (the plan's) let the remedies fit what the batch ran."""
     baseline, approaches = split_batch(records)
     known = judged or {}

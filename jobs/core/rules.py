@@ -2,7 +2,7 @@
 
 `config/failure_rules.yaml` lists rules in the precedence of their tags; the first rule that
 matches any line of a log tail gives the cause and `why` quotes that line. Lines matching the
-file's `ignore` patterns (boilerplate such as SGLang's "Possible solutions:") never match. A rule
+file's `ignore` patterns (boilerplate such as a server's "Possible solutions:") never match. A rule
 may carry a `context` regex that one of the `context_lines` lines just before the match must
 also match. Fatal rules let the live log watcher stop a server that can only die. A rule tagged
 `crash` (last in the precedence) names no cause of its own but quotes the line and may be fatal.
@@ -10,7 +10,7 @@ also match. Fatal rules let the live log watcher stop a server that can only die
 Rules of `kind: fallback` name no cause: they match lines where the server says a feature is not
 supported and carries on with the default path. A run whose declared change touches one of the
 rule's `knobs` (any knob when it lists none) and that logged such a line did not test its
-hypothesis (SPEC.md "Real SGLang"): `fallback_line` finds the line.
+hypothesis (SPEC.md's engine contracts): `fallback_line` finds the line.
 """
 
 from __future__ import annotations

@@ -19,9 +19,9 @@ from jobs.core.deltas import is_better as is_better
 from jobs.core.plans import confounds
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, cause_of, fallback_line
+from jobs.core.stack import DRIFT_KEYS, Stack
 from jobs.settings import redact, secret_values
 
-DRIFT_KEYS = ("gpu", "gpu_count", "driver", "cuda", "torch", "sglang", "nccl")
 VERDICTS = (
     "improved", "regressed", "unchanged", "inconclusive", "failed", "cancelled", "skipped",
 )
@@ -167,10 +167,9 @@ def compare(
 def fingerprint_drift(
     ours: dict[str, Any], theirs: dict[str, Any]
 ) -> tuple[str, str, str] | None:
-    """The first fingerprint key both sides know and that differs, with both values."""
-    for key in DRIFT_KEYS:
-        a, b = ours.get(key), theirs.get(key)
-        if a is not None and b is not None and str(a) != str(b):
+    """The first stack component both sides know and that differs, with both values."""
+    for key, a, b in Stack.of(ours).changes(Stack.of(theirs), DRIFT_KEYS):
+        if a is not None and b is not None:
             return key, str(a), str(b)
     return None
 

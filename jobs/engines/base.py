@@ -97,6 +97,7 @@ def to_run_record(
         started_at=started_at,
         finished_at=now_iso(),
         extra=extra or {},
+        engine=ctx.plan.engine,
     )
     return mask_record(record, secrets=worker_secrets(config.env))
 

@@ -1,5 +1,6 @@
 """The host's fingerprint (SPEC.md's keys): GPU, count, driver, compute capability, interconnect,
-and the CUDA, torch, SGLang and NCCL versions the SGLang interpreter sees.
+and the CUDA, torch, engine and NCCL versions the engine's interpreter sees (the engine's
+version under its own key: the engine package's `version_key`).
 
 `to_fingerprint` is pure (tested on recorded `nvidia-smi` output); `host_fingerprint` runs the
 probes, each of which may fail without failing the others. A host without a GPU says so:
@@ -16,15 +17,15 @@ from typing import Any
 
 SMI_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"]
 TOPO_QUERY = ["nvidia-smi", "topo", "-m"]
-# The versions the SGLang interpreter sees, without `import torch` where it can be helped: that
-# import takes seconds, and a batch's first records wait for the fingerprint. SGLang's version is
-# its installation's metadata when that installation is what `import sglang` loads (else the
-# import, as sglang_probe does); torch's comes from torch/version.py, read, not imported, when it
-# is a CPU build (no CUDA, HIP, ROCm or XPU: no NCCL to ask); a GPU build is imported for its
-# NCCL version, as before. The keys and values are the same either way.
+# The versions the engine's interpreter sees, without `import torch` where it can be helped: that
+# import takes seconds, and a batch's first records wait for the fingerprint. The engine's
+# version is its installation's metadata when that installation is what the import loads (else
+# the import, as jobs.engines.probe does); torch's comes from torch/version.py, read, not
+# imported, when it is a CPU build (no CUDA, HIP, ROCm or XPU: no NCCL to ask); a GPU build is
+# imported for its NCCL version, as before. The keys and values are the same either way.
 PROBE = """\
-import ast, importlib.metadata as m, importlib.util as u, json, os
-out = {}
+import ast, importlib, importlib.metadata as m, importlib.util as u, json, os, sys
+out, package = {}, sys.argv[1]
 def installed(name):
     try:
         spec, dist = u.find_spec(name), m.distribution(name)
@@ -48,15 +49,14 @@ def torch_build():
         if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant):
             found[target.id] = node.value.value
     return found
-version = installed("sglang")
+version = installed(package)
 if version is None:
     try:
-        import sglang
-        version = str(sglang.__version__)
+        version = str(importlib.import_module(package).__version__)
     except Exception:
         pass
 if version is not None:
-    out["sglang"] = version
+    out[package] = version
 build = torch_build()
 gpu = [build.get(key) for key in ("cuda", "hip", "rocm", "xpu")]
 if isinstance(build.get("__version__"), str) and "cuda" in build and gpu == [None] * 4:
@@ -78,9 +78,10 @@ _NVLINK = re.compile(r"^NV\d+$")
 
 
 def to_fingerprint(
-    *, smi_csv: str | None, topo_text: str | None, probe_json: str | None
+    *, smi_csv: str | None, topo_text: str | None, probe_json: str | None, package: str,
 ) -> dict[str, Any]:
-    """The fingerprint from `nvidia-smi --query-gpu`, `nvidia-smi topo -m` and the probe's JSON."""
+    """The fingerprint from `nvidia-smi --query-gpu`, `nvidia-smi topo -m` and the probe's JSON;
+    `package` is the engine's version key."""
     gpus = parse_gpus(smi_csv or "")
     names = list(dict.fromkeys(name for name, _, _ in gpus))
     versions = parse_probe(probe_json or "")
@@ -92,7 +93,7 @@ def to_fingerprint(
         "driver": gpus[0][1] if gpus else None,
         "cuda": versions.get("cuda"),
         "torch": versions.get("torch"),
-        "sglang": versions.get("sglang"),
+        package: versions.get(package),
         "nccl": versions.get("nccl"),
     }
 
@@ -142,12 +143,14 @@ def parse_probe(probe_json: str) -> dict[str, str | None]:
     return {}
 
 
-def host_fingerprint(python: str) -> dict[str, Any]:
-    """Run the probes on this host; each one that fails leaves its keys unknown."""
+def host_fingerprint(python: str, *, package: str) -> dict[str, Any]:
+    """Run the probes on this host for the engine `package` that `python` imports; each probe
+    that fails leaves its keys unknown."""
     return to_fingerprint(
         smi_csv=_output(SMI_QUERY),
         topo_text=_output(TOPO_QUERY),
-        probe_json=_output([python, "-c", PROBE]),
+        probe_json=_output([python, "-c", PROBE, package]),
+        package=package,
     )
 
 

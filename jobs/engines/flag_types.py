@@ -1,21 +1,21 @@
 """The value each engine flag takes, and the check of a plan's values before anything is stored.
 
-SGLang's types come from config/sglang_flag_types.yaml, read from the real releases' parsers by
-scripts/sglang_flag_types.py, so the check needs no SGLang on this host (the bot's has none;
-the worker's preflight checks again against the installed release). The local engine's come
-from its child's own argparse declaration (`local_child.knob_actions`). A value is refused the
+Each engine package supplies its table: a served engine's comes from config/engines/<name>/
+flag_types.yaml, read from the real releases' parsers by a script under scripts/, so the check
+needs no engine on this host (the bot's has none; the worker's preflight checks again against
+the installed release); the local engine's from its child's own argparse declaration. A value
+is refused the
 way the engine's argparse would refuse it (`int("abc")`, a float where an int is needed, a
 value outside the choices, a value given to a switch), before a GPU is touched.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,10 +23,9 @@ from typing import Any
 import yaml
 
 from jobs.core.errors import PresetError
-from jobs.engines.flag_table import locate
 from jobs.engines.flags import to_flag
+from jobs.engines.shipped import locate
 
-FILE = "sglang_flag_types.yaml"
 KINDS = ("int", "positive_int", "float", "human_readable_int", "json", "str", "opaque", "switch")
 _WANTS = {
     "int": "an integer",
@@ -37,7 +36,7 @@ _WANTS = {
     "str": "a value",
     "opaque": "a value",
 }
-# SGLang's human_readable_int (0.5.23 srt/utils/common.py:3394): SI suffixes take decimals.
+# A served engine's human_readable_int (4k, 1Mi; SI suffixes take decimals).
 _HUMAN_INT = re.compile(r"\d+(?:\.\d+)?(?:k|M|G|T)|\d+(?:Ki|Mi|Gi|Ti)")
 
 
@@ -134,7 +133,7 @@ def shown(value: Any) -> str:
 class TypeTable:
     """One engine's flag types by name (aliases too), and how messages name the engine."""
 
-    engine: str  # "local engine", "SGLang"
+    engine: str  # how messages name the engine (its title)
     server: Mapping[str, FlagType]
     bench: Mapping[str, FlagType]
 
@@ -142,57 +141,19 @@ class TypeTable:
         return (self.bench if bench else self.server).get(to_flag(key)[2:])
 
 
-def from_action(action: argparse.Action) -> Iterator[tuple[str, FlagType]]:
-    """A local engine argparse action as (name, FlagType) for each of its long options."""
-    if action.nargs == 0:
-        kind = "switch"
-    else:
-        from jobs.engines.local_child import positive_int
-
-        kinds: dict[object, str] = {
-            int: "int", positive_int: "positive_int", float: "float", None: "str", str: "str",
-        }
-        kind = kinds.get(action.type, "opaque")
-    nargs = action.nargs if action.nargs in ("?", "+", "*") else None
-    choices = tuple(action.choices) if action.choices is not None else None
-    for option in action.option_strings:
-        if option.startswith("--"):
-            name = option[2:]
-            yield name, FlagType(flag=name, kind=kind, nargs=nargs, choices=choices,
-                                 source="jobs/engines/local_child.py build_parser")
+def load_types(name: str, path: Path | None = None, *, engine: str) -> TypeTable:
+    """A shipped type table (config/engines/<engine>/flag_types.yaml), or the config folder's own
+    copy; `engine` is how its messages name the engine."""
+    return _load_cached(*locate(name, path, what=f"the {engine} flag types"), engine)
 
 
-@functools.lru_cache(maxsize=1)
-def local_table() -> TypeTable:
-    from jobs.engines import local_child
-
-    return TypeTable(
-        engine="local engine",
-        server=dict(kv for a in local_child.knob_actions("server") for kv in from_action(a)),
-        bench=dict(kv for a in local_child.knob_actions("bench") for kv in from_action(a)),
-    )
+@functools.lru_cache(maxsize=8)
+def _load_cached(path: Path, mtime_ns: int, size: int, engine: str) -> TypeTable:
+    return parse_types(path.read_text(encoding="utf-8"), source=str(path), engine=engine)
 
 
-def table_for(engine: str) -> TypeTable | None:
-    """The type table of an engine by name, None for an engine without one."""
-    if engine == "local":
-        return local_table()
-    if engine == "sglang":
-        return sglang_table()
-    return None
-
-
-def sglang_table(path: Path | None = None) -> TypeTable:
-    """The shipped SGLang table (or the config folder's own copy, as with sglang_flags.yaml)."""
-    return _load_cached(*locate(FILE, path, what="the SGLang flag types"))
-
-
-@functools.lru_cache(maxsize=4)
-def _load_cached(path: Path, mtime_ns: int, size: int) -> TypeTable:
-    return parse_types(path.read_text(encoding="utf-8"), source=str(path))
-
-
-def parse_types(text: str, *, source: str = FILE) -> TypeTable:
+def parse_types(text: str, *, source: str = "flag_types.yaml", engine: str = "the engine",
+                ) -> TypeTable:
     """Validate a flag type table; any problem is a one-line PresetError naming the flag."""
     try:
         data = yaml.safe_load(text) or {}
@@ -202,7 +163,7 @@ def parse_types(text: str, *, source: str = FILE) -> TypeTable:
     bench = data.get("bench", {}) if isinstance(data, dict) else None
     if not isinstance(flags, dict) or not isinstance(bench, dict):
         raise PresetError(f"{source}: expected a mapping with 'releases', 'flags' and 'bench'")
-    return TypeTable(engine="SGLang", server=_flag_types(flags, source=source),
+    return TypeTable(engine=engine, server=_flag_types(flags, source=source),
                      bench=_flag_types(bench, source=f"{source}: bench"))
 
 

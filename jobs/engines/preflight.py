@@ -1,34 +1,32 @@
-"""Flag checks before any server starts: every server arg against `launch_server --help`.
+"""Flag checks before any server starts: every server arg against the server's `--help`.
 
-Each configuration is first spelled the way the installed release spells it (renamed knobs from
-config/sglang_flags.yaml, see flag_table); then every flag must be in the release's help and
-every value among its choices. A refusal reads the way the release's argparse would put it (its
-prog, "unrecognized arguments", "invalid choice"), so the failure rules classify it as
-`bad-config`, with a hint when the table knows why (a flag newer than the release, or in none).
-The version and the help text come from sglang_probe, cached per installation.
+Each configuration is first spelled the way the installed release spells it (the engine's flag
+table, when it has one, renames knobs); then every flag must be in the release's help and every
+value among its choices. A refusal reads the way the release's argparse would put it (its prog,
+"unrecognized arguments", "invalid choice"), so the failure rules classify it as `bad-config`,
+with a hint when the table knows why (a flag newer than the release, or in none). The version
+and the help text come from jobs.engines.probe, cached per installation.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Protocol
 
-from jobs.core.plans import BatchPlan
-from jobs.engines.flag_table import FlagTable, to_release
-from jobs.engines.flags import to_flag as to_flag  # re-exported for jobs.engines.sglang
-from jobs.engines.sglang_probe import (  # re-exported: preflight is where callers look
-    LaunchHelp as LaunchHelp,
-)
-from jobs.engines.sglang_probe import clear_memory as clear_memory
-from jobs.engines.sglang_probe import known_flags as known_flags
-from jobs.engines.sglang_probe import known_help as known_help
-from jobs.engines.sglang_probe import parse_help_choices as parse_help_choices
-from jobs.engines.sglang_probe import parse_help_flags as parse_help_flags
-from jobs.engines.sglang_probe import resolve_python as resolve_python
-from jobs.engines.sglang_probe import sglang_version as sglang_version
+from jobs.core.plans import BatchPlan, RunConfig
+from jobs.engines.flags import to_flag
+from jobs.engines.probe import LaunchHelp
 
-PROG = "launch_server.py"  # argparse's prog for `python -m sglang.launch_server` before 0.5.14
+PROG = LaunchHelp.__dataclass_fields__["prog"].default  # a help without a usage line
+
+
+class FlagTable(Protocol):
+    """An engine's knowledge of its flags across releases (renamed, bounded)."""
+
+    def hint(self, flag: str, version: str, *, value: Any = None) -> str | None: ...
+
+    def respell(self, config: RunConfig, version: str) -> RunConfig: ...
 
 
 def unknown_flags_reason(
@@ -96,11 +94,13 @@ def check_plan(
     known: Iterable[str] | LaunchHelp,
     *,
     table: FlagTable | None = None,
+    abbreviations: bool = False,
 ) -> dict[str, str]:
     """Approach name -> argparse-style reason, for every configuration the release refuses.
 
     With a LaunchHelp (and a table) each configuration is spelled for that release first, and
-    values are checked against the choices too.
+    values are checked against the choices too. `abbreviations`: the release's parser takes an
+    unambiguous prefix of a flag for the flag (argparse's allow_abbrev), so this check does too.
     """
     if isinstance(known, LaunchHelp):
         help_: LaunchHelp | None = known
@@ -113,11 +113,23 @@ def check_plan(
         kwargs: dict[str, Any] = {}
         if help_ is not None:
             if table is not None:
-                args = to_release(config, help_.version, table).server_args
+                args = table.respell(config, help_.version).server_args
             kwargs = {"prog": help_.prog, "version": help_.version, "table": table}
+        if abbreviations:
+            args = {_expanded(k, flags): v for k, v in args.items()}
         reason = unknown_flags_reason(args, flags, **kwargs)
         if reason is None and help_ is not None:
             reason = invalid_choice_reason(args, help_.choices, **kwargs)
         if reason is not None:
             out[config.approach] = reason
     return out
+
+
+def _expanded(key: str, flags: frozenset[str]) -> str:
+    """`key` as the one flag it abbreviates, as argparse reads it; itself when it is a flag,
+    ambiguous or no prefix at all (the refusal then names what was written)."""
+    flag = to_flag(key)
+    if flag in flags:
+        return key
+    longer = [f for f in flags if f.startswith(flag)]
+    return longer[0][2:] if len(longer) == 1 else key

@@ -157,7 +157,7 @@ def _run_values(position: int, record: RunRecord, metric: str | None) -> dict[st
         "started_at": _parse_time(record.started_at),
         "finished_at": _parse_time(record.finished_at),
         "config_key": config_key(record.server_args, record.env),
-        "stack_key": stack_key(record.fingerprint),
+        "stack_key": stack_key(record.fingerprint, engine=record.engine),
     }
 
 

@@ -23,8 +23,8 @@ from jobs.store.posts import Posts
 from jobs.store.runs import Runs, write_verdicts
 from jobs.store.schema import Batch, BatchRow, UTCDateTime, to_batch_row
 
-# `refused`: the worker's preflight refused the batch before any server started (SPEC.md,
-# "Real SGLang").
+# `refused`: the worker's preflight refused the batch before any server started (SPEC.md's
+# engine contracts).
 BATCH_STATES = ("queued", "running", "done", "failed", "cancelled", "refused")
 TERMINAL_STATES = frozenset({"done", "failed", "cancelled", "refused"})
 

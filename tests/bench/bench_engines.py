@@ -15,8 +15,9 @@ from typing import Any
 from jobs.batches.execution import execute_batch
 from jobs.batches.planning import submit
 from jobs.core.events import NullSink
-from jobs.engines import preflight, procs
-from jobs.engines.sglang import SGLangEngine
+from jobs.engines import procs
+from jobs.engines.sglang import probe as sglang_probe
+from jobs.engines.sglang.engine import SGLangEngine
 from jobs.store import Store
 from tests.standin.harness import STANDIN, Standin
 
@@ -27,7 +28,7 @@ def _environment(root: Path) -> None:
     )
     os.environ["SPECBENCH_SGLANG_PYTHON"] = sys.executable
     os.environ["SPECBENCH_DATA_DIR"] = str(root / "data")
-    preflight.clear_memory()
+    sglang_probe.clear_memory()
 
 
 def _server_lifetimes() -> list[tuple[float, float]]:

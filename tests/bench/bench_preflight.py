@@ -64,18 +64,18 @@ def fake_sglang(root: Path) -> Path:
 def _preflight_costs(root: Path) -> dict[str, float]:
     from jobs.core.plans import resolve
     from jobs.core.presets import load_preset
-    from jobs.engines import preflight
-    from jobs.engines.sglang import SGLangEngine
+    from jobs.engines.sglang import probe as sglang_probe
+    from jobs.engines.sglang.engine import SGLangEngine
 
     plan = resolve(load_preset("eagle3"))
     engine = SGLangEngine()
     costs: dict[str, list[float]] = {"cold": [], "disk": [], "memory": []}
     for _ in range(3):
         shutil.rmtree(root / "data" / "cache", ignore_errors=True)
-        preflight.clear_memory()
+        sglang_probe.clear_memory()
         for kind in ("cold", "disk", "memory"):
             if kind == "disk":
-                preflight.clear_memory()  # a new worker process: only the disk cache is left
+                sglang_probe.clear_memory()  # a new worker process: only the disk cache is left
             began = time.perf_counter()
             refused = engine.preflight(plan)
             costs[kind].append(time.perf_counter() - began)
@@ -92,7 +92,7 @@ def _submit_latency(root: Path, *, distributed: bool, runs: int = 5) -> tuple[fl
 
     from bot.slack.app import SpecbenchBot
     from bot.slack.http import asgi_app
-    from jobs.engines import preflight
+    from jobs.engines.sglang import probe as sglang_probe
     from jobs.store import Store
     from tests.bot.conftest import BOT_TOKEN, SIGNING_SECRET, BotServer, free_port
     from tests.standin.slack_api import SlackStandin
@@ -122,7 +122,7 @@ def _submit_latency(root: Path, *, distributed: bool, runs: int = 5) -> tuple[fl
         standin.wait_for(lambda cs: any(c.method == "chat.postEphemeral" for c in cs))
         for _ in range(runs):
             shutil.rmtree(root / "data" / "cache", ignore_errors=True)
-            preflight.clear_memory()  # every submit as cold as it can be
+            sglang_probe.clear_memory()  # every submit as cold as it can be
             before = len([c for c in standin.recorded() if c.method == "chat.postMessage"])
             began = time.monotonic()
             answer = client.command("run eagle3")

@@ -15,7 +15,7 @@ from jobs.core.remedies import Remedies, load_remedies
 from jobs.core.report import analyze
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
-from jobs.engines.flag_table import load_table
+from jobs.engines.sglang.flag_table import load_table
 from tests.conftest import make_record
 
 CPU = {"gpu": "none (CPU: Test CPU)", "gpu_count": 0, "compute_capability": None,
@@ -235,7 +235,7 @@ def test_a_bad_flag_on_the_cpu_engine_points_to_its_own_flags() -> None:
             "arguments: --draft-layer 1 (did you mean --draft-layers?)"),
     ])
     steps = [s for s in steps_of(report, "remedy") if s["cause"] == "bad-config"]
-    assert len(steps) == 1 and "jobs.engines.local_child --help" in steps[0]["action"]
+    assert len(steps) == 1 and "jobs.engines.local.child --help" in steps[0]["action"]
     assert "SGLang" not in steps[0]["action"]
 
 
@@ -334,7 +334,7 @@ def test_the_first_format_still_loads(tmp_path: Path) -> None:
     ("causes:\n  crash:\n    - action: Do {nonsense}\n      effort: low\n      why: w\n",
      r"key 'causes.crash.0': action: unknown placeholder \{nonsense\}"),
     ("causes:\n  crash:\n    - action: a\n      effort: low\n      why: w\n"
-     "      when: {engine: vllm}\n", r"key 'causes.crash.0.when.engine'"),
+     "      when: {engine: tgi}\n", r"key 'causes.crash.0.when.engine': unknown engine 'tgi'"),
     ("causes:\n  crash:\n    - action: a\n      effort: low\n      why: w\n"
      "      when: {gpus: 2}\n", r"key 'causes.crash.0.when.gpus'"),
 ])

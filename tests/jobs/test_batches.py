@@ -10,7 +10,7 @@ import pytest
 from jobs.batches.execution import build_report, execute_batch
 from jobs.batches.planning import submit
 from jobs.core.events import CallbackSink, Event, LocalChannel
-from jobs.engines.sglang import SGLangEngine
+from jobs.engines.sglang.engine import SGLangEngine
 from jobs.store import Store
 from tests.standin.harness import Standin, make_standin
 

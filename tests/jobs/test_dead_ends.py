@@ -21,7 +21,7 @@ from tests.jobs.test_store import postgres_url, url  # noqa: F401 - fixtures: bo
 PRESET = """\
 name: mem
 description: an approach the GPU cannot run, one that runs out of memory
-engine: local
+engine: sglang
 reps: 2
 baseline:
   server_args: {model-path: /m, tp-size: 8}
@@ -45,9 +45,10 @@ STACK = {"gpu": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "gpu_count": 8,
 
 
 class GPU:
-    """symm-mem needs kernels this GPU lacks, big-batch runs out of memory, the rest run."""
+    """An SGLang host whose symm-mem needs kernels this GPU lacks, big-batch runs out of
+    memory, the rest run."""
 
-    name = "local"
+    name = "sglang"
 
     def __init__(self, **stack: Any) -> None:
         self.stack = {**STACK, **stack}
@@ -80,7 +81,7 @@ def batch(store: Store, engine: GPU, name: str, *, rerun_known: bool = False,
     store.migrate()
     plan = resolve(parse_preset(PRESET, source="mem.yaml", stem="mem"))
     plan = dataclasses.replace(plan, rerun_known=rerun_known)
-    store.create_batch(batch_id=name, preset="mem", engine="local", queue="default",
+    store.create_batch(batch_id=name, preset="mem", engine="sglang", queue="default",
                        requested_by="U1", plan=plan)
     return execute_batch(name, store=store, sink=NullSink(), engine=engine)  # type: ignore[arg-type]
 

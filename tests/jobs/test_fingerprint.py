@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.core.records import FINGERPRINT_KEYS
+from jobs.core.stack import FINGERPRINT_KEYS
 from jobs.engines.fingerprint import host_fingerprint, parse_probe, to_fingerprint, to_interconnect
 from tests.standin.harness import make_standin
 
@@ -75,31 +75,35 @@ PROBE = '{"sglang": "0.5.2", "torch": "2.8.0+cu128", "cuda": "12.8", "nccl": "2.
 
 
 def test_pcie_host() -> None:
-    fingerprint = to_fingerprint(smi_csv=RTX_CSV, topo_text=RTX_TOPO, probe_json=PROBE)
+    fingerprint = to_fingerprint(smi_csv=RTX_CSV, topo_text=RTX_TOPO, probe_json=PROBE,
+                                 package="sglang")
     assert fingerprint == {
         "gpu": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "gpu_count": 8,
         "compute_capability": "12.0", "interconnect": "PCIe", "driver": "580.82.07",
         "cuda": "12.8", "torch": "2.8.0+cu128", "sglang": "0.5.2", "nccl": "2.27.3",
     }
-    assert tuple(fingerprint) == FINGERPRINT_KEYS
+    assert tuple(fingerprint) == (*FINGERPRINT_KEYS, "sglang", "nccl")
 
 
 def test_nvlink_host() -> None:
-    fingerprint = to_fingerprint(smi_csv=H100_CSV, topo_text=H100_TOPO, probe_json=PROBE)
+    fingerprint = to_fingerprint(smi_csv=H100_CSV, topo_text=H100_TOPO, probe_json=PROBE,
+                                 package="sglang")
     assert fingerprint["interconnect"] == "NVLink"
     assert fingerprint["gpu"] == "NVIDIA H100 80GB HBM3" and fingerprint["gpu_count"] == 8
     assert fingerprint["compute_capability"] == "9.0" and fingerprint["driver"] == "550.54.15"
 
 
 def test_single_gpu_has_no_interconnect() -> None:
-    fingerprint = to_fingerprint(smi_csv=SINGLE_CSV, topo_text=SINGLE_TOPO, probe_json=None)
+    fingerprint = to_fingerprint(smi_csv=SINGLE_CSV, topo_text=SINGLE_TOPO, probe_json=None,
+                                 package="sglang")
     assert fingerprint["gpu_count"] == 1 and fingerprint["gpu"] == "NVIDIA L4"
     assert fingerprint["interconnect"] is None
     assert fingerprint["sglang"] is None and fingerprint["torch"] is None
 
 
 def test_no_gpu_says_so() -> None:
-    fingerprint = to_fingerprint(smi_csv=None, topo_text=None, probe_json=None)
+    fingerprint = to_fingerprint(smi_csv=None, topo_text=None, probe_json=None,
+                                 package="sglang")
     assert fingerprint == {
         "gpu": "none", "gpu_count": 0, "compute_capability": None, "interconnect": None,
         "driver": None, "cuda": None, "torch": None, "sglang": None, "nccl": None,
@@ -109,14 +113,16 @@ def test_no_gpu_says_so() -> None:
 def test_interconnect_unknown_without_a_matrix() -> None:
     assert to_interconnect("") is None
     assert to_interconnect("NVIDIA-SMI has failed because it couldn't communicate") is None
-    fingerprint = to_fingerprint(smi_csv=RTX_CSV, topo_text=None, probe_json=PROBE)
+    fingerprint = to_fingerprint(smi_csv=RTX_CSV, topo_text=None, probe_json=PROBE,
+                                 package="sglang")
     assert fingerprint["gpu_count"] == 8 and fingerprint["interconnect"] is None
 
 
 def test_probe_tolerates_noise_and_missing_keys() -> None:
     assert parse_probe("Warning: something\n" + PROBE)["nccl"] == "2.27.3"
     assert parse_probe("Traceback (most recent call last):\n") == {}
-    partial = to_fingerprint(smi_csv=None, topo_text=None, probe_json='{"sglang": "0.5.2"}')
+    partial = to_fingerprint(smi_csv=None, topo_text=None, probe_json='{"sglang": "0.5.2"}',
+                             package="sglang")
     assert partial["sglang"] == "0.5.2" and partial["cuda"] is None
 
 
@@ -136,7 +142,7 @@ def test_host_fingerprint_runs_the_probes(
     python.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
     python.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
-    fingerprint = host_fingerprint(str(python))
+    fingerprint = host_fingerprint(str(python), package="sglang")
     assert fingerprint["gpu_count"] == 8 and fingerprint["interconnect"] == "PCIe"
     assert fingerprint["sglang"] == "0.5.2"  # the stand-in's version, through the probe
     json.dumps(fingerprint)
@@ -146,6 +152,6 @@ def test_host_fingerprint_without_nvidia_smi(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("PATH", str(tmp_path))
-    fingerprint = host_fingerprint(str(tmp_path / "no-python"))
+    fingerprint = host_fingerprint(str(tmp_path / "no-python"), package="sglang")
     assert fingerprint["gpu"] == "none" and fingerprint["gpu_count"] == 0
     assert fingerprint["sglang"] is None

@@ -43,7 +43,7 @@ def probe(code: str, *, path: list[Path], isolated: bool = False) -> tuple[str, 
     """The probe's output and seconds, run by a real interpreter with `path` on PYTHONPATH
     (`isolated`: without site-packages, so only the fake installations there are found)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, path))}
-    argv = [sys.executable, *(["-S"] if isolated else []), "-c", code]
+    argv = [sys.executable, *(["-S"] if isolated else []), "-c", code, "sglang"]
     began = time.monotonic()
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=120,
                           check=True)

@@ -13,9 +13,11 @@ import pytest
 
 from jobs.core.errors import EngineError
 from jobs.core.rules import load_rules
-from jobs.engines import preflight, sglang_probe
-from jobs.engines.flag_table import load_table
-from jobs.engines.sglang import SGLangEngine
+from jobs.engines import preflight
+from jobs.engines import probe as engine_probe
+from jobs.engines.sglang import probe as sglang_probe
+from jobs.engines.sglang.engine import SGLangEngine
+from jobs.engines.sglang.flag_table import load_table
 from tests.standin.harness import STANDIN, Standin, make_standin
 
 HELP_0_5_23 = Path(__file__).resolve().parent / "fixtures" / "sglang-0.5.23-help.txt"
@@ -58,7 +60,7 @@ def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Standin:
 
 
 def test_parse_help_flags_reads_every_option_and_alias() -> None:
-    flags = preflight.parse_help_flags(HELP_TEXT)
+    flags = sglang_probe.parse_help_flags(HELP_TEXT)
     assert flags == {
         "-h", "--help", "--model-path", "--model", "--tokenizer-path", "--chunked-prefill-size",
         "--tensor-parallel-size", "--tp-size", "--expert-parallel-size", "--ep-size", "--ep",
@@ -75,7 +77,7 @@ def test_parse_help_flags_matches_argparse_itself() -> None:
     group = parser.add_argument_group("speculative decoding")
     group.add_argument("--speculative-num-steps", type=int, help="x " * 80)
     expected = {s for action in parser._actions for s in action.option_strings}
-    assert preflight.parse_help_flags(parser.format_help()) == expected
+    assert sglang_probe.parse_help_flags(parser.format_help()) == expected
 
 
 def test_to_flag_accepts_dashes_and_underscores() -> None:
@@ -85,7 +87,7 @@ def test_to_flag_accepts_dashes_and_underscores() -> None:
 
 
 def test_unknown_flag_reason_reads_like_argparse_with_a_hint() -> None:
-    known = preflight.parse_help_flags(HELP_TEXT)
+    known = sglang_probe.parse_help_flags(HELP_TEXT)
     assert preflight.unknown_flags_reason({"tp_size": 8, "model": "/m"}, known) is None
     reason = preflight.unknown_flags_reason({"tp-size": 8, "cuda-graph-max-bz": 64}, known)
     assert reason == (
@@ -108,7 +110,7 @@ def test_preflight_runs_help_once_per_version(standin: Standin) -> None:
     engine = SGLangEngine()
     assert engine.preflight(plan) == {}
     assert engine.preflight(plan) == {}
-    preflight.clear_memory()  # a new worker process: the disk cache still answers
+    sglang_probe.clear_memory()  # a new worker process: the disk cache still answers
     assert engine.preflight(plan) == {}
     assert standin.help_log.read_text().splitlines() == ["0.5.2"]
     assert list((standin.root / "data" / "cache").glob("sglang-flags-*.json"))
@@ -164,10 +166,10 @@ def test_a_flag_or_value_newer_than_the_release_is_refused_with_the_release_it_n
 
 def test_the_real_0_5_23_help_gives_flags_choices_and_prog() -> None:
     text = HELP_0_5_23.read_text()
-    choices = preflight.parse_help_choices(text)
+    choices = sglang_probe.parse_help_choices(text)
     assert "flashinfer" in choices["--moe-a2a-backend"]
     assert choices["--speculative-attention-mode"] == ("prefill", "decode")
-    known = preflight.LaunchHelp(version="0.5.23", flags=preflight.parse_help_flags(text),
+    known = sglang_probe.LaunchHelp(version="0.5.23", flags=sglang_probe.parse_help_flags(text),
                                  choices=choices, prog="sglang serve")
     plan = Standin(root=Path("/nonexistent")).plan(
         Standin(root=Path("/x")).config("baseline", role="baseline",
@@ -206,18 +208,18 @@ def test_the_version_probe_is_cached_with_the_help_until_an_upgrade(
         calls.append(argv)
         return real_run(argv, **kwargs)
 
-    monkeypatch.setattr(sglang_probe.subprocess, "run", counting)
-    first = preflight.known_help(sys.executable)
+    monkeypatch.setattr(engine_probe.subprocess, "run", counting)
+    first = sglang_probe.known_help(sys.executable)
     assert first.version == "0.5.15" and "--cuda-graph-max-bs-decode" in first.flags
     assert len(calls) == 2  # the probe (metadata, no `import sglang`) and --help
     for _ in range(3):
-        assert preflight.known_help(sys.executable) == first
-    preflight.clear_memory()  # a new worker process: the disk cache answers, no process runs
-    assert preflight.known_help(sys.executable) == first
+        assert sglang_probe.known_help(sys.executable) == first
+    sglang_probe.clear_memory()  # a new worker process: the disk cache answers, no process runs
+    assert sglang_probe.known_help(sys.executable) == first
     assert len(calls) == 2
     time.sleep(0.01)
     _installed_standin(standin.root, "0.5.23")  # pip install --upgrade
-    assert preflight.known_help(sys.executable).version == "0.5.23"
+    assert sglang_probe.known_help(sys.executable).version == "0.5.23"
     assert len(calls) == 4
     assert standin.help_log.read_text().splitlines() == ["0.5.15", "0.5.23"]
 

@@ -13,7 +13,7 @@ from jobs.core.plans import resolve, to_plan
 from jobs.core.presets import find_preset, load_all, load_preset, parse_preset, preset_names
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric, judge
-from jobs.engines.sglang import SGLangEngine
+from jobs.engines.sglang.engine import SGLangEngine
 from tests.conftest import SEED, need_shared
 from tests.standin.harness import Standin, make_standin
 

@@ -24,7 +24,7 @@ from jobs.core.secret_refs import (
 )
 from jobs.core.verdicts import Metric
 from jobs.engines.base import RunContext, server_env, worker_secrets
-from jobs.engines.local import LocalEngine
+from jobs.engines.local.engine import LocalEngine
 from jobs.settings import redact_env, secret_values
 from tests.conftest import make_plan, make_record
 

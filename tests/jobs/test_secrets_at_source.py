@@ -21,7 +21,7 @@ from jobs.core.events import LocalChannel
 from jobs.core.records import RunRecord
 from jobs.engines.base import mask_record
 from jobs.engines.procs import ProcessGroup
-from jobs.engines.sglang import SGLangEngine
+from jobs.engines.sglang.engine import SGLangEngine
 from jobs.store import Store
 from tests.standin.harness import Standin, make_standin
 

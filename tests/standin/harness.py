@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from jobs.core.plans import BatchPlan, RunConfig
-from jobs.engines import preflight
 from jobs.engines.base import RunContext
 from jobs.engines.procs import group_members, is_port_free
+from jobs.engines.sglang import probe as sglang_probe
 
 STANDIN = Path(__file__).resolve().parent
 TINY_BENCH = {
@@ -119,5 +119,5 @@ def make_standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Standin:
             monkeypatch.delenv(name)
     setup = Standin(root=tmp_path)
     monkeypatch.setenv("STANDIN_HELP_LOG", str(setup.help_log))
-    preflight.clear_memory()
+    sglang_probe.clear_memory()
     return setup

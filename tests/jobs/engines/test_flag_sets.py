@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.engines.preflight import parse_help_flags
+from jobs.engines.probe import parse_help_flags
 
 ROOT = Path(__file__).resolve().parents[3]
 FLAGS = ROOT / "tests" / "standin" / "sglang" / "flags"

@@ -1,4 +1,4 @@
-"""config/sglang_flags.yaml: every entry holds in the flag sets read from the real wheels."""
+"""config/engines/sglang/flags.yaml: every entry holds in the flag sets of the real wheels."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from jobs.core.errors import PresetError
 from jobs.core.plans import RunConfig
-from jobs.engines.flag_table import (
+from jobs.engines.sglang.flag_table import (
     FlagTable,
     load_table,
     parse_table,
@@ -46,7 +46,7 @@ def present_in(flag: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def table() -> FlagTable:
-    return load_table(ROOT / "config" / "sglang_flags.yaml")
+    return load_table(ROOT / "config" / "engines" / "sglang" / "flags.yaml")
 
 
 def test_every_rename_matches_the_real_releases(table: FlagTable) -> None:

@@ -1,4 +1,4 @@
-"""Knob value types: config/sglang_flag_types.yaml against the real releases' flag sets, the
+"""Knob value types: config/engines/sglang/flag_types.yaml against the real releases' flag sets, the
 local engine's from its child's parser, and the check of a plan's values (issue 14, item 3)."""
 
 from __future__ import annotations
@@ -13,15 +13,18 @@ import pytest
 
 from jobs.batches.planning import plan_batch
 from jobs.batches.values import check_values
-from jobs.core.errors import KnobError, PresetError
+from jobs.core.errors import KnobError, PresetError, UserError
 from jobs.core.plans import parse_sets
-from jobs.engines import local_child
-from jobs.engines.flag_table import version_tuple
-from jobs.engines.flag_types import FlagType, local_table, parse_types, sglang_table, table_for
+from jobs.engines import type_table as table_for
+from jobs.engines.flag_types import FlagType, parse_types
+from jobs.engines.local import child as local_child
+from jobs.engines.local.types import local_table
+from jobs.engines.sglang.flag_table import version_tuple
+from jobs.engines.sglang.types import sglang_table
 
 ROOT = Path(__file__).resolve().parents[3]
 FLAGS = ROOT / "tests" / "standin" / "sglang" / "flags"
-TABLE = ROOT / "config" / "sglang_flag_types.yaml"
+TABLE = ROOT / "config" / "engines" / "sglang" / "flag_types.yaml"
 KINDS = {None: "str", "nullable_str": "str", "int": "int", "float": "float",
          "human_readable_int": "human_readable_int", "loads": "json", "json_list_type": "json"}
 
@@ -222,9 +225,10 @@ def test_good_overrides_pass_and_bad_ones_name_the_set() -> None:
         check_values(plan_batch("cpu-demo", overrides={"threads": "abc"}))
 
 
-def test_an_engine_without_a_table_and_unknown_flags_are_left_to_preflight() -> None:
+def test_an_unknown_engine_is_named_and_unknown_flags_are_left_to_preflight() -> None:
     planned = plan_batch("cpu-demo")
-    check_values(planned.__class__(**{**planned.__dict__, "engine": "other"}))
+    with pytest.raises(UserError, match=r"unknown engine 'other'; known engines: local, sglang"):
+        check_values(planned.__class__(**{**planned.__dict__, "engine": "other"}))
     odd = plan_batch("cpu-demo")
     odd.baseline.server_args["no-such-flag"] = "abc"
     check_values(odd)

@@ -12,8 +12,8 @@ import pytest
 from jobs.batches.execution import execute_batch
 from jobs.batches.planning import submit
 from jobs.core.events import NullSink
-from jobs.engines import sglang_probe
-from jobs.engines.sglang import SGLangEngine
+from jobs.engines import probe as engine_probe
+from jobs.engines.sglang.engine import SGLangEngine
 from jobs.store import Store
 from tests.standin.harness import make_standin
 
@@ -22,13 +22,13 @@ def test_a_batch_asks_its_sglang_version_once(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     standin = make_standin(tmp_path, monkeypatch)
     asked: list[str] = []
-    probe = sglang_probe._probe_version
+    probe = engine_probe._probe_version
 
-    def counted(python: str) -> Any:  # the real probe (a process that imports the stand-in)
+    def counted(which: Any, python: str) -> Any:  # the real probe (it imports the stand-in)
         asked.append(python)
-        return probe(python)
+        return probe(which, python)
 
-    monkeypatch.setattr(sglang_probe, "_probe_version", counted)
+    monkeypatch.setattr(engine_probe, "_probe_version", counted)
     plan = standin.plan(standin.config("baseline", role="baseline"),
                         standin.config("a", env={"STANDIN_THROUGHPUT": "90"}),
                         standin.config("b", env={"STANDIN_THROUGHPUT": "70"}))
@@ -46,9 +46,9 @@ def test_a_run_without_preflight_still_asks(tmp_path: Path,
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     standin = make_standin(tmp_path, monkeypatch)
     asked: list[str] = []
-    probe = sglang_probe._probe_version
-    monkeypatch.setattr(sglang_probe, "_probe_version",
-                        lambda python: asked.append(python) or probe(python))
+    probe = engine_probe._probe_version
+    monkeypatch.setattr(engine_probe, "_probe_version",
+                        lambda which, python: asked.append(python) or probe(which, python))
     config = standin.config("baseline", role="baseline")
     record = SGLangEngine().run(config, standin.ctx(standin.plan(config), "baseline"))
     assert record.status == "ok" and len(asked) == 1

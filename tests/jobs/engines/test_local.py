@@ -14,10 +14,11 @@ from jobs.core.plans import BatchPlan, resolve
 from jobs.core.presets import load_preset
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
-from jobs.engines import local as local_engine
-from jobs.engines import local_child, local_model
 from jobs.engines.base import RunContext
-from jobs.engines.local import LocalEngine
+from jobs.engines.local import child as local_child
+from jobs.engines.local import engine as local_engine
+from jobs.engines.local import model as local_model
+from jobs.engines.local.engine import LocalEngine
 from jobs.engines.procs import ProcessGroup, group_members
 
 torch = pytest.importorskip("torch")

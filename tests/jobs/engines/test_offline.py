@@ -18,8 +18,8 @@ import pytest
 from jobs.core.plans import resolve
 from jobs.core.presets import load_preset
 from jobs.engines.base import RunContext
-from jobs.engines.local import LocalEngine
-from jobs.engines.sglang import SGLangEngine
+from jobs.engines.local.engine import LocalEngine
+from jobs.engines.sglang.engine import SGLangEngine
 from tests.standin.harness import make_standin
 
 GUARD = '''

@@ -11,7 +11,7 @@ import pytest
 
 from jobs.core.rules import cause_of, load_rules
 from jobs.engines import get_engine
-from jobs.engines.sglang import SGLangEngine, last_json_line, to_cli_args
+from jobs.engines.sglang.engine import SGLangEngine, last_json_line, to_cli_args
 from tests.standin.harness import Standin, make_standin
 
 

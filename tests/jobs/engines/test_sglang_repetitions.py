@@ -12,7 +12,7 @@ import pytest
 
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric, judge
-from jobs.engines.sglang import SGLangEngine, bench_args
+from jobs.engines.sglang.engine import SGLangEngine, bench_args
 from tests.standin.harness import Standin, make_standin
 
 SPECULATIVE = {"speculative-algorithm": "EAGLE3", "speculative-draft-model-path": "/models/d"}

@@ -1,4 +1,4 @@
-"""SGLang's renamed and version-bound flags (config/sglang_flags.yaml), and the translation.
+"""SGLang's renamed and version-bound flags (config/engines/sglang/flags.yaml), and the translation.
 
 A preset names a knob once; the installed release decides the spelling: `cuda-graph-max-bs` on
 0.5.2, `cuda-graph-max-bs-decode` from 0.5.14 on (the old name is gone from 0.5.20). `to_release`
@@ -18,12 +18,12 @@ from typing import Any
 
 import yaml
 
-from jobs import settings
 from jobs.core.errors import PresetError
 from jobs.core.plans import RunConfig
 from jobs.engines.flags import to_flag
+from jobs.engines.shipped import locate
 
-FILE = "sglang_flags.yaml"
+FILE = "engines/sglang/flags.yaml"
 _VERSION = re.compile(r"^\d+\.\d+\.\d+")
 _KEYS = {
     "renamed": ({"old", "new", "new_since", "old_until"}, {"old", "new", "new_since"}),
@@ -73,6 +73,10 @@ class FlagTable:
                 return rename.old
         return name
 
+    def respell(self, config: RunConfig, version: str) -> RunConfig:
+        """`config` in the names `version` has (`to_release`)."""
+        return to_release(config, version, self)
+
     def hint(self, flag: str, version: str, *, value: Any = None) -> str | None:
         """Why `--flag` (or its `value`) is unknown to `version`, when the table knows."""
         name = to_flag(flag)[2:]
@@ -111,22 +115,6 @@ def _renamed(args: Mapping[str, Any], version: str, table: FlagTable) -> dict[st
 def load_table(path: Path | None = None) -> FlagTable:
     """The table in the config folder, else the shipped one (it holds facts about SGLang)."""
     return _load_cached(*locate(FILE, path, what="the SGLang flag table"))
-
-
-def locate(name: str, path: Path | None, *, what: str) -> tuple[Path, int, int]:
-    """A data file about SGLang: `path`, else the config folder's copy, else the shipped one;
-    resolved, with its mtime and size (the cache key of its parsed form)."""
-    target = path or settings.config_dir() / name
-    if path is None and not target.is_file():
-        package = Path(settings.__file__).resolve().parent
-        inside = package / "_shipped" / "config" / name
-        target = inside if inside.is_file() else package.parent / "config" / name
-    resolved = target.resolve()
-    try:
-        stat = resolved.stat()
-    except OSError as exc:
-        raise PresetError(f"{resolved}: cannot read {what}: {exc.strerror}") from None
-    return resolved, stat.st_mtime_ns, stat.st_size
 
 
 @functools.lru_cache(maxsize=4)

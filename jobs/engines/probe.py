@@ -1,10 +1,11 @@
-"""What the installed SGLang is: its version and its `launch_server --help`, both cached.
+"""What an installed engine is: its version and its server's `--help`, both cached.
 
-`import sglang` takes seconds with a real SGLang, `--help` longer; a worker should pay for them
-once per installation, not once per batch. The version is read from the installation's metadata
-(`importlib.metadata`, no `import sglang`) and kept, with the path of that METADATA file, in
+Importing a served engine takes seconds, `--help` longer; a worker should pay for them once per
+installation, not once per batch. Each engine package names its `Probe` (the package, the
+interpreter's variable, the help command line). The version is read from the installation's metadata
+(`importlib.metadata`, no import of the engine) and kept, with the path of that METADATA file, in
 memory and under `data_dir()/cache`: while the file is unchanged (no upgrade), no process starts
-at all. The help text's flags, choices and prog are kept per (interpreter, version). An SGLang
+at all. The help text's flags, choices and prog are kept per (interpreter, version). An engine
 without metadata (a source folder on PYTHONPATH, the test stand-in) is imported each time.
 """
 
@@ -25,19 +26,19 @@ from jobs.settings import data_dir
 
 FORMAT = 2  # of the cache files
 _VERSION_PROBE = """\
-import importlib.metadata as m, importlib.util as u, json, os
-spec, out = u.find_spec("sglang"), None
+import importlib, importlib.metadata as m, importlib.util as u, json, os, sys
+name = sys.argv[1]
+spec, out = u.find_spec(name), None
 try:
-    d = m.distribution("sglang")
-    init = os.path.realpath(str(d.locate_file("sglang/__init__.py")))
+    d = m.distribution(name)
+    init = os.path.realpath(str(d.locate_file(name + "/__init__.py")))
     if spec is not None and os.path.realpath(spec.origin or "") == init:
         where = getattr(d, "_path", None)
         out = {"version": d.version, "stamp": str(where / "METADATA") if where else None}
 except Exception:
     pass
 if out is None:
-    import sglang
-    out = {"version": sglang.__version__, "stamp": None}
+    out = {"version": importlib.import_module(name).__version__, "stamp": None}
 print(json.dumps(out))
 """
 _FLAG = re.compile(r"^--?[A-Za-z0-9][\w.-]*$")
@@ -47,8 +48,21 @@ _USAGE = re.compile(r"^usage: (.+?) \[-h\]")
 
 
 @dataclass(frozen=True)
+class Probe:
+    """How to ask an interpreter about one engine: `package` is what it imports, `variable` the
+    setting that names the interpreter, `help_args` its server's help after `python`, `prog`
+    argparse's prog when the usage line shows none, `needs` a flag every real help lists."""
+
+    package: str
+    variable: str
+    help_args: tuple[str, ...]
+    prog: str
+    needs: str = "--port"
+
+
+@dataclass(frozen=True)
 class LaunchHelp:
-    """One release's `launch_server --help`: its version, flags, choices and prog."""
+    """One release's server `--help`: its version, flags, choices and prog."""
 
     version: str
     flags: frozenset[str]
@@ -56,8 +70,8 @@ class LaunchHelp:
     prog: str = "launch_server.py"
 
 
-_versions: dict[tuple[str, str], tuple[str, tuple[int, int, int], str]] = {}
-_helps: dict[tuple[str, str], LaunchHelp] = {}
+_versions: dict[tuple[str, ...], tuple[str, tuple[int, int, int], str]] = {}
+_helps: dict[tuple[str, ...], LaunchHelp] = {}
 
 
 def parse_help_flags(help_text: str) -> frozenset[str]:
@@ -88,43 +102,43 @@ def _options(help_text: str) -> dict[str, tuple[str, ...]]:
     return found
 
 
-def resolve_python(python: str) -> str:
+def resolve_python(probe: Probe, python: str) -> str:
     """The interpreter as an absolute path (not following symlinks: a venv's python is a link)."""
     found = shutil.which(python) if os.sep not in python else python
     if not found or not os.access(found, os.X_OK) or os.path.isdir(found):
-        raise EngineError(f"SPECBENCH_SGLANG_PYTHON={python}: no such interpreter")
+        raise EngineError(f"{probe.variable}={python}: no such interpreter")
     return os.path.abspath(found)
 
 
-def sglang_version(python: str) -> str:
-    """The SGLang version `python` has; EngineError when it has none (an infrastructure
+def engine_version(probe: Probe, python: str) -> str:
+    """The engine's version `python` has; EngineError when it has none (an infrastructure
     failure: exit 1). Cached, see the module."""
-    key = (python, os.environ.get("PYTHONPATH", ""))
+    key = (python, os.environ.get("PYTHONPATH", ""), probe.package)
     cached = _versions.get(key) or _read_version(key)
     if cached is not None and _signature(cached[0]) == cached[1]:
         _versions[key] = cached
         return cached[2]
-    version, stamp = _probe_version(python)
+    version, stamp = _probe_version(probe, python)
     if stamp is not None and (signature := _signature(stamp)) is not None:
         _versions[key] = (stamp, signature, version)
-        _write_json(_cache_path("sglang-version", *key), {
+        _write_json(_cache_path(f"{probe.package}-version", *key), {
             "format": FORMAT, "python": python, "pythonpath": key[1], "stamp": stamp,
             "signature": list(signature), "version": version,
         })
     return version
 
 
-def known_help(python: str) -> LaunchHelp:
-    """The installed SGLang's launch_server help for `python`; `--help` runs once per version."""
-    path = resolve_python(python)
-    version = sglang_version(path)
-    key = (path, version)
+def known_help(probe: Probe, python: str) -> LaunchHelp:
+    """The installed engine's server help for `python`; `--help` runs once per version."""
+    path = resolve_python(probe, python)
+    version = engine_version(probe, path)
+    key = (path, version, probe.package)
     if key in _helps:
         return _helps[key]
-    cache_file = _cache_path("sglang-flags", path, version)
+    cache_file = _cache_path(f"{probe.package}-flags", path, version)
     found = _read_help(cache_file, path=path, version=version)
     if found is None:
-        found = _run_help(path, version)
+        found = _run_help(probe, path, version)
         _write_json(cache_file, {
             "format": FORMAT, "python": path, "version": version, "prog": found.prog,
             "flags": sorted(found.flags), "choices": {k: list(v) for k, v in found.choices.items()},
@@ -133,9 +147,9 @@ def known_help(python: str) -> LaunchHelp:
     return found
 
 
-def known_flags(python: str) -> tuple[str, frozenset[str]]:
-    """(SGLang version, launch_server's flags) for `python`."""
-    found = known_help(python)
+def known_flags(probe: Probe, python: str) -> tuple[str, frozenset[str]]:
+    """(the engine's version, its server's flags) for `python`."""
+    found = known_help(probe, python)
     return found.version, found.flags
 
 
@@ -145,10 +159,10 @@ def clear_memory() -> None:
     _helps.clear()
 
 
-def _probe_version(python: str) -> tuple[str, str | None]:
+def _probe_version(probe: Probe, python: str) -> tuple[str, str | None]:
     try:
         done = subprocess.run(
-            [python, "-c", _VERSION_PROBE],
+            [python, "-c", _VERSION_PROBE, probe.package],
             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired):
@@ -159,29 +173,28 @@ def _probe_version(python: str) -> tuple[str, str | None]:
     except (IndexError, ValueError):
         data = None
     if not isinstance(data, dict) or not isinstance(data.get("version"), str):
-        raise EngineError(f"SPECBENCH_SGLANG_PYTHON={python}: cannot import sglang")
+        raise EngineError(f"{probe.variable}={python}: cannot import {probe.package}")
     stamp = data.get("stamp")
     return data["version"].strip(), stamp if isinstance(stamp, str) else None
 
 
-def _run_help(python: str, version: str) -> LaunchHelp:
+def _run_help(probe: Probe, python: str, version: str) -> LaunchHelp:
+    shown = " ".join((python, *probe.help_args))
     try:
         done = subprocess.run(
-            [python, "-m", "sglang.launch_server", "--help"],
+            [python, *probe.help_args],
             capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EngineError(f"{python} -m sglang.launch_server --help failed: {exc}") from None
+        raise EngineError(f"{shown} failed: {exc}") from None
     flags = parse_help_flags(done.stdout)
-    if done.returncode != 0 or "--port" not in flags:
+    if done.returncode != 0 or probe.needs not in flags:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        raise EngineError(
-            f"{python} -m sglang.launch_server --help exited {done.returncode}: {last}"
-        )
+        raise EngineError(f"{shown} exited {done.returncode}: {last}")
     usage = _USAGE.match(_ANSI.sub("", done.stdout).lstrip())
     return LaunchHelp(
         version=version, flags=flags, choices=parse_help_choices(done.stdout),
-        prog=usage.group(1) if usage else "launch_server.py",
+        prog=usage.group(1) if usage else probe.prog,
     )
 
 
@@ -206,8 +219,8 @@ def _load_json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and data.get("format") == FORMAT else None
 
 
-def _read_version(key: tuple[str, str]) -> tuple[str, tuple[int, int, int], str] | None:
-    data = _load_json(_cache_path("sglang-version", *key))
+def _read_version(key: tuple[str, ...]) -> tuple[str, tuple[int, int, int], str] | None:
+    data = _load_json(_cache_path(f"{key[2]}-version", *key))
     if data is None or data.get("python") != key[0] or data.get("pythonpath") != key[1]:
         return None
     stamp, signature, version = data.get("stamp"), data.get("signature"), data.get("version")

@@ -1,7 +1,7 @@
 """The local engine: a tiny seeded Llama on the CPU, run like a server in its own process tree.
 
-Each configuration runs `python -m jobs.engines.local_child --KNOB VALUE ...` through
-`ProcessGroup`, so a crash, a hang and a cancel end exactly as they do for an SGLang server.
+Each configuration runs `python -m jobs.engines.local.child --KNOB VALUE ...` through
+`ProcessGroup`, so a crash, a hang and a cancel end exactly as they do for a served engine.
 The child reports its phases and numbers as `SPECBENCH-EVENT {json}` lines; this adapter turns
 them into phases, deadlines and a run record. No GPU, no download.
 """
@@ -23,9 +23,9 @@ from typing import Any
 
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
-from jobs.engines import local_child
 from jobs.engines.base import RunContext, now_iso, server_env, to_run_record
 from jobs.engines.flags import to_flag
+from jobs.engines.local import child as local_child
 from jobs.engines.procs import LineCallback, ProcessGroup
 from jobs.settings import redact
 
@@ -34,7 +34,7 @@ from jobs.settings import redact
 OUTPUT_KNOBS = ("hidden-size", "intermediate-size", "num-layers", "num-heads", "vocab-size", "seed")
 _POLL_S = 0.1
 _STOP_GRACE_S = 2.0
-_REPO_ROOT = Path(__file__).resolve().parents[2]
+_REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 def to_argv(knobs: Mapping[str, Any]) -> list[str]:
@@ -94,13 +94,13 @@ class LocalEngine:
         return {
             "gpu": f"none (CPU: {cpu})", "gpu_count": 0, "compute_capability": None,
             "interconnect": None, "driver": None, "cuda": None, "torch": _version("torch"),
-            "sglang": None, "nccl": None,
+            "nccl": None,
             "cpu": cpu, "cpu_cores": os.cpu_count(), "transformers": _version("transformers"),
         }
 
     def run(self, config: RunConfig, ctx: RunContext) -> RunRecord:
         started_at = now_iso()
-        argv = [sys.executable, "-m", "jobs.engines.local_child", *self.to_child_argv(config, ctx)]
+        argv = [sys.executable, "-m", "jobs.engines.local.child", *self.to_child_argv(config, ctx)]
         started = server_env(config, PYTHONUNBUFFERED="1")  # `${NAME}` read here, at start
         env = started.env
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))

@@ -1,12 +1,12 @@
 """The local engine's child process: a tiny seeded Llama on the CPU, benchmarked with generate().
 
-`python -m jobs.engines.local_child --KNOB VALUE ...` builds the model (no download, no
+`python -m jobs.engines.local.child --KNOB VALUE ...` builds the model (no download, no
 tokenizer: token ids in, token ids out), warms up (with `--warmup`, one untimed-as-sample pass
 over every prompt: the first pass runs cold), times greedy generation of every prompt once
 per repetition and prints `SPECBENCH-EVENT {json}` lines that the engine reads. Knobs are
 argparse flags, so an unknown or bad one fails exactly like a real server's command line.
 
-The model (`jobs.engines.local_model`) makes every greedy choice sharp, so a greedy output
+The model (`jobs.engines.local.model`) makes every greedy choice sharp, so a greedy output
 that differs between approaches means a real bug, not a tie broken differently.
 """
 
@@ -20,7 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from jobs.engines.local_model import build_draft, build_target, make_prompts
+from jobs.engines.local.model import build_draft, build_target, make_prompts
 
 if TYPE_CHECKING:
     from transformers import LlamaForCausalLM

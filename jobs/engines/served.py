@@ -1,0 +1,293 @@
+"""A served engine's run: one server process group per configuration, one benchmark process per
+repetition, and always a stop of the whole group (SPEC.md's engine contracts).
+
+A run is: a free port, launch, wait for `/health` (or the engine's ready line) while a watcher
+reads every log line against the fatal failure rules, one benchmark run per repetition, and a
+stop. A fatal line, an early exit, a timeout or a cancel each end the run at once. Lines where
+the server falls back from a feature (fallback rules) are kept in the record's `fallbacks`.
+
+Every repetition is a measurement of its own: a seed of its own (the same seed for the same
+repetition of every configuration, so they see the same prompts), the engine's caches reset
+before it where the engine can. A repetition whose result has fewer `completed` requests than
+prompts sent is no sample: the record's `repetitions` says why. With the plan's `warmup`, one
+more benchmark run comes first on the same server, with a seed after the repetitions': the first
+pass after a start runs cold, so it is recorded (the record's `warmup`) but never a sample.
+
+What differs between engines (command lines, the result file, the accept length, the cache
+reset) is the engine's `Dialect`.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jobs.core.plans import RunConfig
+from jobs.core.records import RunRecord
+from jobs.core.rules import RuleSet
+from jobs.engines.base import RunContext, now_iso, server_env, to_run_record
+from jobs.engines.dialect import Dialect, is_count
+from jobs.engines.dialect import figures as figures_of
+from jobs.engines.procs import TAIL_LINES, ProcessGroup, free_port
+from jobs.engines.watch import LogWatch
+
+TICK_S = 0.1  # longest a fatal line, an exit or a bench end waits to be noticed
+STOP_CHECK_EVERY_S = 0.5
+GRACE_S = 5.0
+FATAL_GRACE_S = 1.0  # a server that logged a fatal line can only die: no need to wait long
+SELF_EXIT_S = 0.3
+BENCH_ERROR_LINES = 30
+
+
+def run_served(config: RunConfig, ctx: RunContext, *, rules: RuleSet,
+               dialect: Dialect) -> RunRecord:
+    """One configuration's run; never leaves a process of it behind."""
+    return _Run(config=config, ctx=ctx, rules=rules, dialect=dialect).execute()
+
+
+@dataclass
+class _Ending:
+    """Why a run stopped early; None of these means it went well."""
+
+    status: str
+    exit_code: int | None = None
+    extra_lines: list[str] = field(default_factory=list)
+
+
+class _Run:
+    """One configuration's run; `execute` never leaves a process of it behind."""
+
+    def __init__(self, *, config: RunConfig, ctx: RunContext, rules: RuleSet,
+                 dialect: Dialect) -> None:
+        self.config = config
+        self.ctx = ctx
+        self.dialect = dialect
+        self.python = dialect.python
+        self.port = free_port()
+        self.started = server_env(config)  # `${NAME}` read here, on the worker, at start
+        self.env = self.started.env
+        self.watch = LogWatch(rules, self.port, dialect.ready_line)
+        self.server: ProcessGroup | None = None
+        self.bench: ProcessGroup | None = None
+        self._stop_checked = 0.0
+        self.repetitions: list[dict[str, Any]] = []
+        self.warmup: dict[str, Any] | None = None  # the warm-up's result: recorded, no sample
+        self.stopped_early: int | None = None  # the repetition after which stop_early held
+        self.notes: list[str] = []  # specbench's own lines, after the server's log tail
+        stem = ctx.log_path.name.removesuffix(".log")
+        self.bench_log = ctx.log_path.with_name(f"{stem}.bench.log")
+        self.bench_stem = ctx.log_path.with_name(f"{stem}.bench")
+
+    def execute(self) -> RunRecord:
+        started_at = now_iso()
+        samples: dict[str, list[float]] = {}
+        accept: list[float] = []
+        ending: _Ending | None = None
+        try:
+            self.ctx.on_phase("launching", {})
+            ending = self._launch() or self._wait_ready()
+            if ending is None:
+                self.ctx.on_phase("ready", {})
+                if self.ctx.plan.warmup:
+                    self.ctx.on_phase("warmup", {"of": self.ctx.plan.reps})
+                    ending = self._bench_once(0, samples=samples, accept=accept)
+                ending = ending or self._repeat(samples=samples, accept=accept)
+        finally:
+            self._shut_down(fatal=self.watch.fatal is not None)
+        ending = ending or _Ending("ok", exit_code=0)
+        if ending.status == "failed" and ending.exit_code is None and self.server is not None:
+            code = self.server.proc.returncode
+            # A server that died by itself after its fatal line has a code of its own; a
+            # negative one is our signal, not the server's.
+            ending.exit_code = code if code is not None and code >= 0 else None
+        tail = list(self.server.tail) if self.server is not None else []
+        metrics: dict[str, Any] = dict(samples)
+        metrics["accept_length"] = sum(accept) / len(accept) if accept else None
+        extra: dict[str, Any] = {"repetitions": self.repetitions} if self.repetitions else {}
+        extra["warmup"] = self.warmup
+        if self.watch.fallbacks:  # early startup lines: the log tail may have lost them
+            extra["fallbacks"] = list(self.watch.fallbacks)
+        if self.stopped_early is not None:
+            extra["stopped_early"] = self.stopped_early
+        return to_run_record(
+            self.config, self.ctx, status=ending.status, started_at=started_at,
+            exit_code=ending.exit_code,
+            log_tail="\n".join([*tail, *self.notes, *ending.extra_lines][-TAIL_LINES:]),
+            metrics=metrics, extra=extra,
+        )
+
+    def _repeat(self, *, samples: dict[str, list[float]], accept: list[float]) -> _Ending | None:
+        """The repetitions, until one ends the run or `stop_early` holds."""
+        reps = self.ctx.plan.reps
+        for rep in range(1, reps + 1):
+            self.ctx.on_phase("repetition", {"rep": rep, "of": reps})
+            ending = self._bench_once(rep, samples=samples, accept=accept)
+            if ending is not None:
+                return ending
+            got = samples.get(self.ctx.plan.metric, [])
+            if rep < reps and self.ctx.stop_early and self.ctx.stop_early(got):
+                self.stopped_early = rep
+                self.notes.append(f"specbench: stopped after repetition {rep} of "
+                                  f"{reps}: this point can no longer beat the best")
+                return None
+        return None
+
+    def _launch(self) -> _Ending | None:
+        if not self.started.is_complete:  # a reference the worker lacks: bad-config
+            self.ctx.log_path.parent.mkdir(parents=True, exist_ok=True)
+            with self.ctx.log_path.open("a", encoding="utf-8") as handle:
+                handle.writelines(line + "\n" for line in self.started.unset)
+            return _Ending("failed", extra_lines=list(self.started.unset))
+        argv = self.dialect.server_argv(self.port, self.config)
+        try:
+            self.server = ProcessGroup(
+                argv, env=self.env, log_path=self.ctx.log_path, on_line=self.watch.on_line,
+                secrets=self.started.secrets,
+            )
+        except OSError as exc:
+            return _Ending("failed", extra_lines=[f"specbench: cannot start {self.python}: {exc}"])
+        threading.Thread(target=self.watch.poll_health, name="health", daemon=True).start()
+        return None
+
+    def _wait_ready(self) -> _Ending | None:
+        deadline = time.monotonic() + self.ctx.plan.startup_s
+        while True:
+            ending = self._server_ending() or self._cancel_ending()
+            if ending is not None:
+                return ending
+            if self.watch.ready:
+                return None
+            if time.monotonic() >= deadline:
+                return _Ending("timeout")
+            self.watch.event.wait(TICK_S)
+            self.watch.event.clear()
+
+    def _bench_once(
+        self, rep: int, *, samples: dict[str, list[float]], accept: list[float]
+    ) -> _Ending | None:
+        """One benchmark run: repetition `rep`, or the warm-up for 0."""
+        plan, dialect = self.ctx.plan, self.dialect
+        label = f"rep{rep}" if rep else "warmup"
+        out_file = Path(f"{self.bench_stem}.{label}.{secrets.token_hex(3)}.json")
+        bench = dialect.bench_settings(plan.bench, rep=rep or plan.reps + 1)
+        if rep > 1 or (rep == 1 and plan.warmup):
+            self._reset(rep)
+        argv = dialect.bench_argv(self.port, out_file, bench)
+        before = dialect.counters(self.port, self.watch.opener)
+        try:
+            self.bench = ProcessGroup(argv, env=self.env, log_path=self.bench_log,
+                                      secrets=self.started.secrets)
+        except OSError as exc:
+            return _Ending("failed", extra_lines=[
+                f"specbench: cannot start {dialect.bench_name}: {exc}"])
+        deadline = time.monotonic() + self.ctx.plan.bench_s
+        ending: _Ending | None = None
+        try:
+            while ending is None and self.bench.poll() is None:
+                ending = self._server_ending() or self._cancel_ending()
+                if ending is None and time.monotonic() >= deadline:
+                    ending = _Ending("timeout")
+                if ending is None:
+                    self.watch.event.wait(TICK_S)
+                    self.watch.event.clear()
+        finally:
+            self.bench.stop(grace_s=2.0)
+        if ending is not None:
+            if ending.status == "timeout":
+                ending.extra_lines = self._bench_lines(rep, "timed out")
+            return ending
+        code = self.bench.proc.returncode
+        result = dialect.read_result(out_file)
+        if code != 0 or result is None:
+            why = f"exited {code}" if code != 0 else f"exited 0 but wrote no result to {out_file}"
+            return _Ending("failed", exit_code=code, extra_lines=self._bench_lines(rep, why))
+        sent, completed = dialect.prompts_sent(plan.bench), result.get("completed")
+        length = dialect.accept_length(result, before, dialect.counters(self.port,
+                                                                        self.watch.opener))
+        if rep == 0:
+            self._record_warmup(result, seed=bench["seed"], sent=sent, length=length)
+            return None
+        entry: dict[str, Any] = {"rep": rep, "seed": bench["seed"], "sent": sent,
+                                 "completed": completed, "sample": True}
+        self.repetitions.append(entry)
+        if not is_count(completed) or completed != sent:
+            entry.update(sample=False, why=f"completed {completed} of {sent}")
+            self.notes.append(f"specbench: repetition {rep} is no sample: {dialect.bench_name} "
+                              f"completed {completed} of {sent} prompts")
+            self.ctx.on_phase("result", {"rep": rep, "of": plan.reps, "metric": plan.metric,
+                                         "value": None, "why": entry["why"]})
+            return None
+        figures = figures_of(result, plan.metric, dialect.metrics)
+        for key, figure in figures.items():
+            samples.setdefault(key, []).append(figure)
+        if length is not None and length > 0:
+            accept.append(float(length))
+            entry["accept_length"] = float(length)
+        self.ctx.on_phase("result", {"rep": rep, "of": plan.reps, "metric": plan.metric,
+                                     "value": figures.get(plan.metric)})
+        return None
+
+    def _record_warmup(self, result: dict[str, Any], *, seed: int, sent: int,
+                       length: float | None) -> None:
+        """The warm-up's figures as the record keeps them, and its phase; never a sample."""
+        plan = self.ctx.plan
+        completed = result.get("completed")
+        self.warmup = {**figures_of(result, plan.metric, self.dialect.metrics), "seed": seed,
+                       "sent": sent, "completed": completed}
+        if length is not None and length > 0:
+            self.warmup["accept_length"] = float(length)
+        if not is_count(completed) or completed != sent:
+            self.notes.append(f"specbench: the warm-up completed {completed} of {sent} prompts "
+                              "(not a sample either way)")
+        self.ctx.on_phase("result", {"rep": 0, "of": plan.reps, "metric": plan.metric,
+                                     "warmup": True, "value": self.warmup.get(plan.metric)})
+
+    def _reset(self, rep: int) -> None:
+        """The engine's caches emptied before repetition `rep`, where it can."""
+        why = self.dialect.before_repetition(self.port, self.watch.opener)
+        if why is not None:
+            self.notes.append(f"specbench: the cache reset before repetition {rep} failed: {why}")
+
+    def _bench_lines(self, rep: int, why: str) -> list[str]:
+        assert self.bench is not None
+        self.bench.wait_output(1.0)
+        lines = [line for line in self.bench.tail if line.strip()][-BENCH_ERROR_LINES:]
+        what = f"repetition {rep}" if rep else "warm-up"
+        return [f"specbench: {self.dialect.bench_name} ({what}) {why}:", *lines]
+
+    def _server_ending(self) -> _Ending | None:
+        """Failed at once on a fatal log line or when the server exits by itself."""
+        assert self.server is not None
+        if self.watch.fatal is not None:
+            return _Ending("failed", exit_code=self.server.poll())
+        code = self.server.poll()
+        if code is None:
+            return None
+        self.server.wait_output(2.0)  # its last lines may name the cause
+        return _Ending("failed", exit_code=code)
+
+    def _cancel_ending(self) -> _Ending | None:
+        now = time.monotonic()
+        if now - self._stop_checked < STOP_CHECK_EVERY_S:
+            return None
+        self._stop_checked = now
+        return _Ending("cancelled") if self.ctx.should_stop() else None
+
+    def _shut_down(self, *, fatal: bool) -> None:
+        self.watch.close()
+        try:
+            if self.server is not None:
+                self.ctx.on_phase("stopping", {})
+        finally:
+            if self.bench is not None and self.bench.poll() is None:
+                self.bench.stop(grace_s=2.0)
+            if self.server is not None:
+                if fatal:  # often dying already: let it exit by itself and keep its exit code
+                    until = time.monotonic() + SELF_EXIT_S
+                    while self.server.poll() is None and time.monotonic() < until:
+                        time.sleep(0.02)
+                self.server.stop(grace_s=FATAL_GRACE_S if fatal else GRACE_S, port=self.port)
