@@ -1,0 +1,231 @@
+"""Stand-in `vllm bench serve`: real requests to the server, vLLM 0.33.0's metrics and JSON.
+
+As vllm/benchmarks/serve.py: with --model it asks nothing else of the server (without it, the
+first of /v1/models); the `random` dataset from --seed (--random-input-len words, output lengths
+within --random-range-ratio); the initial test request when --ready-check-timeout-sec > 0;
+/metrics read before and after the run for the spec-decode counters; then every prompt through
+POST /v1/completions (streamed, `stream_options.include_usage`, as the `vllm` and `openai`
+backends send it) at most --max-concurrency at a time; TTFT, TPOT and ITL from the stream's own
+timing; the result block; and with --save-result the JSON of serve.py:2300-2456 (without
+--save-detailed the per-request lists it deletes are gone) in --result-dir/--result-filename.
+STANDIN_MODE: slow-bench (hangs after the test run), bench-fails (traceback, exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import sys
+import time
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
+from typing import Any
+
+from vllm._log import note
+from vllm._metrics import metrics, print_block, spec_stats
+
+_DETAILED = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "generated_texts",
+             "errors", "server_queue_times", "server_ttfts")
+
+
+def _connect(url: str) -> tuple[http.client.HTTPConnection, str]:
+    parts = urllib.parse.urlsplit(url)
+    return http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=600), parts.path
+
+
+def get_text(url: str) -> str | None:
+    try:
+        conn, path = _connect(url)
+        conn.request("GET", path)
+        response = conn.getresponse()
+        return response.read().decode() if response.status == 200 else None
+    except OSError:
+        return None
+
+
+def spec_counters(base_url: str) -> dict[str, float] | None:
+    """fetch_spec_decode_metrics (serve.py:210): the `vllm:spec_decode*_total` samples."""
+    text = get_text(base_url + "/metrics")
+    if text is None:
+        return None
+    found: dict[str, float] = {}
+    for line in text.split("\n"):
+        line = line.strip()
+        if not line.startswith("vllm:spec_decode"):
+            continue
+        parts = line.split(None, 1)
+        name = parts[0].split("{")[0]
+        if not name.endswith("_total"):
+            continue
+        key = ("num_drafts" if "num_drafts" in name else "num_draft_tokens"
+               if "num_draft_tokens" in name else "num_accepted_tokens")
+        if "per_pos" in name and 'position="' in line:
+            key = "pos" + line.split('position="', 1)[1].split('"', 1)[0]
+        found[key] = found.get(key, 0.0) + float(parts[-1])
+    return found or None
+
+
+def request(api_url: str, model: str, prompt: str, prompt_len: int, output_len: int,
+            ignore_eos: bool) -> dict[str, Any]:
+    """async_request_openai_completions (endpoint_request_func.py:207), with a thread."""
+    out: dict[str, Any] = {"success": False, "prompt_len": prompt_len, "ttft": 0.0, "itl": [],
+                           "latency": 0.0, "output_tokens": 0, "error": "", "text": ""}
+    body = {"model": model, "prompt": prompt, "repetition_penalty": 1.0,
+            "max_tokens": output_len, "logprobs": None, "stream": True,
+            "stream_options": {"include_usage": True}}
+    if ignore_eos:
+        body["ignore_eos"] = True
+    start = last = time.perf_counter()
+    out["start_time"] = start
+    try:
+        conn, path = _connect(api_url)
+        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
+        response = conn.getresponse()
+        if response.status != 200:
+            out["error"] = response.reason or ""
+            return out
+        for raw in response:
+            message = raw.decode().strip()
+            if not message or message.startswith(":"):
+                continue
+            chunk = message.removeprefix("data: ")
+            if chunk == "[DONE]":
+                continue
+            data = json.loads(chunk)
+            if data.get("choices"):
+                now = time.perf_counter()
+                if not out["ttft"]:
+                    out["ttft"] = now - start
+                else:
+                    out["itl"].append(now - last)
+                last = now
+                out["text"] += data["choices"][0].get("text") or ""
+            elif data.get("usage"):
+                out["output_tokens"] = data["usage"].get("completion_tokens")
+                out["prompt_len"] = data["usage"].get("prompt_tokens", prompt_len)
+        out["success"] = bool(out["ttft"])
+        out["latency"] = last - start
+        if not out["success"]:
+            out["error"] = ("Never received a valid chunk to calculate TTFT.This response will "
+                            "be marked as failed!")
+    except OSError as exc:
+        out["error"] = f"{type(exc).__name__}: {exc}"
+    return out
+
+
+def sample(args: argparse.Namespace) -> list[tuple[str, int, int]]:
+    """The random dataset: (prompt, prompt_len, output_len) from --seed."""
+    rng = random.Random(args.seed)
+    ratio = float(args.random_range_ratio or 0.0)
+    rows = []
+    for _ in range(args.num_prompts):
+        low_in = max(1, int(args.random_input_len * (1 - ratio)))
+        low_out = max(1, int(args.random_output_len * (1 - ratio)))
+        n_in = rng.randint(low_in, max(low_in, int(args.random_input_len * (1 + ratio))))
+        n_out = rng.randint(low_out, max(low_out, int(args.random_output_len * (1 + ratio))))
+        rows.append((" ".join(f"w{rng.randrange(32000)}" for _ in range(n_in)), n_in, n_out))
+    return rows
+
+
+def bench_serve(args: argparse.Namespace) -> int:
+    mode = os.environ.get("STANDIN_MODE") or "ok"
+    note("bench")
+    base_url = args.base_url or f"http://{args.host}:{args.port}"
+    api_url = base_url + args.endpoint
+    if mode == "bench-fails":
+        print("Traceback (most recent call last):\n  File \"/usr/local/lib/python3.12/dist-"
+              "packages/vllm/benchmarks/serve.py\", line 916, in benchmark\n    raise ValueError("
+              "\nValueError: Initial test run failed - Please make sure benchmark arguments are "
+              "correctly specified. Error: Server disconnected", flush=True)
+        return 1
+    if args.model is None:
+        print("Model not specified, fetching first model from server...")
+        models = json.loads(get_text(base_url + "/v1/models") or '{"data": [{"id": ""}]}')
+        args.model = models["data"][0]["id"]
+        print(f"First model name: {args.model}, first model id: {args.model}")
+    if args.dataset_name != "random":
+        print(f"ValueError: the stand-in serves only the random dataset, not "
+              f"{args.dataset_name!r}", flush=True)
+        return 1
+    model = args.served_model_name or args.model
+    rows = sample(args)
+    if args.ready_check_timeout_sec > 0:
+        print("Starting initial single prompt test run...")
+        test = request(api_url, model, *rows[0], args.ignore_eos)
+        if not test["success"]:
+            print("ValueError: Initial test run failed - Please make sure benchmark arguments are "
+                  f"correctly specified. Error: {test['error']}", flush=True)
+            return 1
+        print("Initial test run completed.")
+    else:
+        print("Skipping endpoint ready check.")
+    if mode == "slow-bench":
+        print("Starting main benchmark run...", flush=True)
+        while True:
+            time.sleep(3600)
+    before = spec_counters(base_url)
+    print("Starting main benchmark run...")
+    print(f"Traffic request rate: {args.request_rate}")
+    print(f"Burstiness factor: {args.burstiness} (Poisson process)")
+    print(f"Maximum request concurrency: {args.max_concurrency}", flush=True)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=args.max_concurrency or len(rows) or 1) as pool:
+        outputs = list(pool.map(lambda r: request(api_url, model, *r, args.ignore_eos), rows))
+    duration = max(time.perf_counter() - started, 1e-9)
+    spec = spec_stats(before, spec_counters(base_url))
+    failed = [o for o in outputs if not o["success"]]
+    if failed:
+        print("Failed requests during benchmark run detected (capping to 10):")
+        for i, o in enumerate(failed[:10]):
+            print(f"Error {i}: {o['error']}")
+    selected = (args.percentile_metrics or "ttft,tpot,itl").split(",")
+    result = metrics(outputs, duration, [float(p) for p in args.metric_percentiles.split(",")],
+                     selected)
+    if spec is not None:
+        result.update({f"spec_decode_{k}": v for k, v in spec.items()
+                       if k in ("acceptance_rate", "acceptance_length")})
+        result.update(spec_decode_num_drafts=spec["num_drafts"],
+                      spec_decode_draft_tokens=spec["draft_tokens"],
+                      spec_decode_accepted_tokens=spec["accepted_tokens"],
+                      spec_decode_per_position_acceptance_rates=spec["per_position"])
+    print_block(result, args, spec)
+    return save(args, result)
+
+
+def save(args: argparse.Namespace, result: dict[str, Any]) -> int:
+    """main_async's result_json (serve.py:2300-2456), written as the release writes it."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    head: dict[str, Any] = {
+        "date": stamp, "endpoint_type": args.backend, "backend": args.backend,
+        "label": args.label, "model_id": args.model, "tokenizer_id": args.tokenizer or args.model,
+        "num_prompts": args.num_prompts}
+    for item in args.metadata or []:
+        key, _, value = item.partition("=")
+        head[key.strip()] = value.strip()
+    head.update(request_rate=args.request_rate if args.request_rate < float("inf") else "inf",
+                burstiness=args.burstiness, max_concurrency=args.max_concurrency)
+    data = {**head, **result}
+    if not args.save_detailed:
+        for key in _DETAILED:
+            data.pop(key, None)
+    if not (args.save_result or args.append_result):
+        return 0
+    concurrency = f"-concurrency{args.max_concurrency}" if args.max_concurrency is not None else ""
+    name = args.result_filename or (f"{args.label or args.backend}-{args.request_rate}qps"
+                                    f"{concurrency}-{args.model.split('/')[-1]}-{stamp}.json")
+    if args.result_dir:
+        os.makedirs(args.result_dir, exist_ok=True)
+        name = os.path.join(args.result_dir, name)
+    with open(name, "a+" if args.append_result else "w", encoding="utf-8") as handle:
+        if args.append_result and handle.tell() != 0:
+            handle.write("\n")
+        json.dump(data, handle)
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover - run through vllm.entrypoints.cli.main
+    sys.exit(1)

@@ -1,0 +1,224 @@
+"""The stand-in server's HTTP side: the routes `vllm bench serve` and specbench call.
+
+As vLLM 0.33.0's OpenAI server: GET /health (200, empty), GET /v1/models, POST /v1/completions
+(streamed as server-sent events with a final usage chunk, as bench serve's `vllm` backend asks,
+or one JSON body), GET /metrics in Prometheus text with vLLM's names. With a speculative config
+the engine counts `vllm:spec_decode_num_drafts`, `..._num_draft_tokens`,
+`..._num_accepted_tokens` and `..._num_accepted_tokens_per_pos` (vllm/v1/spec_decode/
+metrics.py:227-258; exposed with `_total`), so that 1 + accepted / drafts is the accept length;
+each request's own is STANDIN_ACCEPT_LENGTH (default 2.6) within +-15 %, from its prompt.
+Tokens stream at STANDIN_THROUGHPUT (default 82) tokens/s per request after STANDIN_TTFT_MS
+(default 20) ms.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler
+from typing import Any
+
+
+class State:
+    """What the server knows: readiness, the served name, the engine's counters."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ready = False
+        self.model = ""
+        self.served = ""
+        self.max_model_len = 4096
+        self.spec_tokens = 0  # num_speculative_tokens; 0: no speculative decoding
+        self.on_fatal: Callable[[], None] = lambda: None
+        self.counters: dict[str, float] = {"prompt": 0, "generation": 0, "success": 0,
+                                           "drafts": 0, "draft_tokens": 0, "accepted": 0}
+        self.per_pos: list[int] = []
+        self.started = time.time()
+        self.calls = 0
+
+    def generate(self, prompt: str, prompt_tokens: int, new_tokens: int) -> None:
+        """Count one finished request, as the engine's stat loggers do."""
+        with self.lock:
+            self.counters["prompt"] += prompt_tokens
+            self.counters["generation"] += new_tokens
+            self.counters["success"] += 1
+            if not self.spec_tokens or new_tokens < 2:
+                return
+            digest = hashlib.sha256(prompt.encode()).digest()
+            own = max(1.0, base_accept_length() * (0.85 + 0.3 * digest[0] / 255.0))
+            own = min(own, self.spec_tokens + 1.0)
+            drafts = max(1, round(new_tokens / own))
+            accepted = max(0, min(new_tokens - drafts, drafts * self.spec_tokens))
+            self.counters["drafts"] += drafts
+            self.counters["draft_tokens"] += drafts * self.spec_tokens
+            self.counters["accepted"] += accepted
+            left = accepted
+            for pos in range(self.spec_tokens):  # earlier positions accept more often
+                here = min(drafts, left)
+                self.per_pos[pos] += here
+                left -= here
+
+    def metrics(self) -> str:
+        """/metrics: prometheus_client's text format, labels model_name and engine."""
+        labels = f'model_name="{self.served}",engine="0"'
+        out: list[str] = []
+
+        def family(name: str, kind: str, doc: str, samples: list[tuple[str, float]]) -> None:
+            out.append(f"# HELP {name} {doc}")
+            out.append(f"# TYPE {name} {kind}")
+            for suffix_labels, value in samples:
+                out.append(f"{name}{suffix_labels} {float(value)}")
+
+        with self.lock:
+            c = dict(self.counters)
+            per_pos = list(self.per_pos)
+        family("vllm:num_requests_running", "gauge",
+               "Number of requests in model execution batches.", [("{" + labels + "}", 0)])
+        family("vllm:num_requests_waiting", "gauge",
+               "Number of requests waiting to be processed.", [("{" + labels + "}", 0)])
+        family("vllm:kv_cache_usage_perc", "gauge",
+               "KV-cache usage. 1 means 100 percent usage.", [("{" + labels + "}", 0)])
+        for name, key, doc in (
+            ("vllm:prompt_tokens", "prompt", "Number of prefill tokens processed."),
+            ("vllm:generation_tokens", "generation", "Number of generation tokens processed."),
+        ):
+            family(name, "counter", doc, [("_total{" + labels + "}", c[key]),
+                                          ("_created{" + labels + "}", self.started)])
+        family("vllm:request_success", "counter", "Count of successfully processed requests.",
+               [("_total{" + labels + ',finished_reason="length"}', c["success"])])
+        if self.spec_tokens:
+            for name, key, doc in (
+                ("vllm:spec_decode_num_drafts", "drafts", "Number of spec decoding drafts."),
+                ("vllm:spec_decode_num_draft_tokens", "draft_tokens", "Number of draft tokens."),
+                ("vllm:spec_decode_num_accepted_tokens", "accepted",
+                 "Number of accepted tokens."),
+            ):
+                family(name, "counter", doc, [("_total{" + labels + "}", c[key]),
+                                              ("_created{" + labels + "}", self.started)])
+            family("vllm:spec_decode_num_accepted_tokens_per_pos", "counter",
+                   "Accepted tokens per draft position.",
+                   [("_total{" + labels + f',position="{p}"' + "}", n)
+                    for p, n in enumerate(per_pos)])
+        return "\n".join(out) + "\n"
+
+
+STATE = State()
+
+
+def base_accept_length() -> float:
+    return float(os.environ.get("STANDIN_ACCEPT_LENGTH") or 2.6)
+
+
+def throughput() -> float:
+    return float(os.environ.get("STANDIN_THROUGHPUT") or 82.0)
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
+        """uvicorn's access line, as the API server's logger prints it."""
+        code = args[1] if len(args) > 1 else ""
+        sys.stdout.write(f"(APIServer pid={os.getpid()}) INFO:     127.0.0.1:"
+                         f'{self.client_address[1]} - "{self.requestline}" {code}\n')
+        sys.stdout.flush()
+
+    def _reply(self, code: int, body: Any, *, text: str | None = None) -> None:
+        data = (text if text is not None else json.dumps(body)).encode()
+        self.send_response(code)
+        self.send_header("content-type", "text/plain; version=0.0.4; charset=utf-8"
+                         if text is not None else "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        path = self.path.split("?", 1)[0]
+        if path == "/health":
+            self._reply(200, None, text="")
+        elif path == "/v1/models":
+            self._reply(200, {"object": "list", "data": [{
+                "id": STATE.served, "object": "model", "created": int(time.time()),
+                "owned_by": "vllm", "root": STATE.model, "parent": None,
+                "max_model_len": STATE.max_model_len}]})
+        elif path in ("/metrics", "/metrics/"):
+            self._reply(200, None, text=STATE.metrics())
+        elif path == "/version":
+            from vllm import __version__
+            self._reply(200, {"version": __version__})
+        else:
+            self._reply(404, {"detail": "Not Found"})
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        length = int(self.headers.get("Content-Length") or 0)
+        body = json.loads(self.rfile.read(length) or b"{}")
+        if self.path.split("?", 1)[0] != "/v1/completions":
+            self._reply(404, {"detail": "Not Found"})
+            return
+        if os.environ.get("STANDIN_MODE") == "fatal-in-bench":
+            STATE.on_fatal()
+        if body.get("model") not in (STATE.served, STATE.model):
+            self._reply(404, {"error": {
+                "message": f"The model `{body.get('model')}` does not exist.",
+                "type": "NotFoundError", "param": "model", "code": 404}})
+            return
+        prompt = body.get("prompt") or ""
+        text = prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
+        prompt_tokens = len(prompt) if isinstance(prompt, list) else max(1, len(text.split()))
+        new_tokens = int(body.get("max_tokens") or 16)
+        if body.get("stream"):
+            self._stream(body, text, prompt_tokens, new_tokens)
+        else:
+            self._sleep_tokens(new_tokens)
+            STATE.generate(text, prompt_tokens, new_tokens)
+            self._reply(200, {**self._head(body), "choices": [self._choice(
+                " token" * new_tokens, "length")], "usage": _usage(prompt_tokens, new_tokens)})
+
+    def _head(self, body: dict[str, Any]) -> dict[str, Any]:
+        return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
+                "created": int(time.time()), "model": body.get("model")}
+
+    @staticmethod
+    def _choice(text: str, finish: str | None) -> dict[str, Any]:
+        return {"index": 0, "text": text, "logprobs": None, "finish_reason": finish,
+                "stop_reason": None}
+
+    @staticmethod
+    def _sleep_tokens(new_tokens: int) -> None:
+        time.sleep(float(os.environ.get("STANDIN_TTFT_MS") or 20.0) / 1000.0
+                   + max(0, new_tokens - 1) / throughput())
+
+    def _stream(self, body: dict[str, Any], text: str, prompt_tokens: int, n: int) -> None:
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        head = self._head(body)
+        time.sleep(float(os.environ.get("STANDIN_TTFT_MS") or 20.0) / 1000.0)
+        for i in range(n):
+            if i:
+                time.sleep(1.0 / throughput())
+            finish = "length" if i == n - 1 else None
+            self._event({**head, "choices": [self._choice(" token", finish)], "usage": None})
+        STATE.generate(text, prompt_tokens, n)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            self._event({**head, "choices": [], "usage": _usage(prompt_tokens, n)})
+        self._event("[DONE]")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def _event(self, data: Any) -> None:
+        payload = f"data: {data if isinstance(data, str) else json.dumps(data)}\n\n".encode()
+        self.wfile.write(f"{len(payload):x}\r\n".encode() + payload + b"\r\n")
+        self.wfile.flush()
+
+
+def _usage(prompt_tokens: int, new_tokens: int) -> dict[str, Any]:
+    return {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens + new_tokens,
+            "completion_tokens": new_tokens, "prompt_tokens_details": None}

@@ -1,0 +1,1 @@
+"""The stand-in's entry points (vllm.entrypoints in the real package)."""

@@ -1,0 +1,1 @@
+"""`python -m vllm.entrypoints.cli.main`: the `vllm` command of the real package."""
