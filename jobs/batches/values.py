@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from jobs.core.engine_info import describe
 from jobs.core.errors import KnobError, PresetError
 from jobs.core.plans import BatchPlan
 from jobs.core.sweeps import ENV_KNOB
@@ -25,6 +26,7 @@ def check_values(plan: BatchPlan, *, sets: Sequence[str] = ()) -> None:
     """Raise KnobError (a `--set`) or PresetError (the preset's own values) for the first value
     the plan's engine would refuse; `sets` are the raw `KNOB=VALUE` strings, for the message."""
     check_passable(plan)
+    check_required(plan)
     table = type_table(plan.engine)
     if table is None:
         return
@@ -52,6 +54,18 @@ def check_values(plan: BatchPlan, *, sets: Sequence[str] = ()) -> None:
         found = None if flag_type is None else flag_type.refusal(key, value, engine=table.engine)
         if found is not None:
             raise PresetError(f"{where}, bench: {found}")
+
+
+def check_required(plan: BatchPlan) -> None:
+    """Raise PresetError when a configuration lacks a server arg its engine cannot run without
+    (its engine.yaml's `required_args`: the model vLLM serves, its positional argument)."""
+    info = describe(plan.engine)
+    for config in plan.configs:
+        for arg in info.required_args:
+            if config.server_args.get(arg) in (None, "", False):
+                what = "baseline" if config.role == "baseline" else f"approach {config.approach!r}"
+                raise PresetError(f"preset {plan.preset!r}, {what}: {info.title} needs "
+                                  f"server_args.{arg}")
 
 
 def _refusal(

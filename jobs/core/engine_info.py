@@ -21,7 +21,7 @@ from jobs import settings
 from jobs.core.errors import PresetError, UserError
 
 _KEYS = frozenset({"name", "title", "called", "module", "version_key", "python_env", "gpu",
-                   "default", "parallel_args", "speculative_args", "metrics"})
+                   "default", "parallel_args", "speculative_args", "metrics", "required_args"})
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,7 @@ class EngineInfo:
     parallel_args: frozenset[str] = frozenset()
     speculative_args: frozenset[str] = frozenset()
     metrics: tuple[str, ...] = ()
+    required_args: tuple[str, ...] = ()  # server args every configuration must set
 
     @property
     def in_text(self) -> str:
@@ -69,6 +70,7 @@ def _registered(folder: Path) -> dict[str, EngineInfo]:
             "parallel_args": frozenset(data.get("parallel_args") or ()),
             "speculative_args": frozenset(data.get("speculative_args") or ()),
             "metrics": tuple(data.get("metrics") or ()),
+            "required_args": tuple(data.get("required_args") or ()),
         })
         found[info.name] = info
     if sum(i.default for i in found.values()) != 1:

@@ -11,6 +11,7 @@ value outside the choices, a value given to a switch), before a GPU is touched.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import json
 import math
@@ -50,10 +51,14 @@ class FlagType:
     nargs: str | None = None
     choices: tuple[Any, ...] | None = None
     source: str = ""
+    mapping: bool = False  # it takes a JSON mapping (a preset gives it as a mapping)
+    keys: frozenset[str] | None = None  # the keys such a mapping may have, when known
 
     def problem(self, value: Any) -> tuple[str, str] | None:
         """(what the flag takes, what it got) when the engine would refuse `value`, else None:
         ("takes an integer", "'abc'")."""
+        if isinstance(value, dict):
+            return self._mapping_problem(value)
         if self.kind == "switch":
             if value is None or isinstance(value, bool):
                 return None
@@ -76,12 +81,24 @@ class FlagType:
                 return f"takes one of {', '.join(str(c) for c in self.choices)}", shown(item)
         return None
 
+    def _mapping_problem(self, value: dict[Any, Any]) -> tuple[str, str] | None:
+        if not self.mapping:
+            return "takes no mapping (no JSON)", shown(value)
+        unknown = sorted(str(k) for k in value if self.keys is not None and str(k) not in self.keys)
+        if not unknown:
+            return None
+        close = difflib.get_close_matches(unknown[0], sorted(self.keys or ()), n=1, cutoff=0.6)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return "has no key " + repr(unknown[0]), hint
+
     def refusal(self, key: str, value: Any, *, engine: str) -> str | None:
         """`threads takes an integer (local engine), got 'abc'`, or None when it fits."""
         found = self.problem(value)
         if found is None:
             return None
         what, got = found
+        if what.startswith("has no key"):  # the release's own words for it (pydantic's)
+            return f"{to_flag(key)[2:]} {what} ({engine}: Unexpected keyword argument){got}"
         return f"{to_flag(key)[2:]} {what} ({engine}), got {got}"
 
 
@@ -163,11 +180,16 @@ def parse_types(text: str, *, source: str = "flag_types.yaml", engine: str = "th
     bench = data.get("bench", {}) if isinstance(data, dict) else None
     if not isinstance(flags, dict) or not isinstance(bench, dict):
         raise PresetError(f"{source}: expected a mapping with 'releases', 'flags' and 'bench'")
-    return TypeTable(engine=engine, server=_flag_types(flags, source=source),
+    keys = {str(k).removesuffix("_keys").replace("_", "-"): frozenset(map(str, v))
+            for k, v in data.items() if str(k).endswith("_keys") and isinstance(v, list)}
+    return TypeTable(engine=engine, server=_flag_types(flags, source=source, keys=keys),
                      bench=_flag_types(bench, source=f"{source}: bench"))
 
 
-def _flag_types(flags: dict[Any, Any], *, source: str) -> dict[str, FlagType]:
+def _flag_types(flags: dict[Any, Any], *, source: str,
+                keys: Mapping[str, frozenset[str]] | None = None) -> dict[str, FlagType]:
+    """Each flag's type by every name it has; `keys`: flag -> the keys its mapping takes (a
+    table's top-level `<flag>_keys`, e.g. the keys of a speculative config)."""
     out: dict[str, FlagType] = {}
     for name, item in flags.items():
         where = f"{source}: flag {name!r}"
@@ -182,7 +204,11 @@ def _flag_types(flags: dict[Any, Any], *, source: str) -> dict[str, FlagType]:
         flag_type = FlagType(
             flag=str(name), kind=item["type"], nargs=nargs,
             choices=None if choices is None else tuple(choices), source=str(item.get("source", "")),
+            mapping=bool(item.get("mapping")), keys=(keys or {}).get(str(name)),
         )
         for alias in [name, *(item.get("aliases") or [])]:
             out[str(alias)] = flag_type
+        for negated in item.get("negated") or []:  # `--no-X`: the switch set false
+            out[str(negated)] = FlagType(flag=str(negated), kind="switch",
+                                         source=flag_type.source)
     return out

@@ -1,0 +1,164 @@
+"""The vLLM engine (SPEC.md "vLLM engine"): `vllm serve MODEL` per configuration, `vllm bench
+serve` per repetition.
+
+The run itself is the served engines' (`jobs.engines.served`); what is vLLM's own: the preset's
+`model` is the positional model tag (never a flag), a mapping is passed as JSON
+(`--speculative-config '{"method": "eagle3", ...}'`), the server is ready when `/health` answers
+(the port refuses connections while the model loads; no ready line is needed), each repetition's
+result is the JSON file `--save-result` writes under a fresh name, and the accept length is the
+result's `spec_decode_acceptance_length`, else 1 + accepted / drafts from the server's
+`vllm:spec_decode_*` counters read around the repetition. vLLM has no cache flush outside its
+development mode: each repetition's own seed gives it prompts of its own, so no prefix is reused.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from jobs.core.engine_info import describe
+from jobs.core.errors import UserError
+from jobs.core.plans import BatchPlan, RunConfig
+from jobs.core.records import RunRecord
+from jobs.core.rules import load_rules
+from jobs.engines import preflight
+from jobs.engines.base import RunContext
+from jobs.engines.dialect import is_real, prompts_given, seeded
+from jobs.engines.fingerprint import host_fingerprint
+from jobs.engines.flags import to_flag
+from jobs.engines.served import run_served
+from jobs.engines.vllm import probe as vllm_probe
+
+INFO = describe("vllm")
+MODEL = "model"  # the preset's server arg that is vLLM's positional model tag
+CLI = ("-m", "vllm.entrypoints.cli.main")
+BENCH_DEFAULT_PROMPTS = 1000  # vllm bench serve's --num-prompts default (0.33)
+ACCEPTED = "vllm:spec_decode_num_accepted_tokens"
+DRAFTS = "vllm:spec_decode_num_drafts"
+_SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{[^}]*\})?\s+(?P<value>\S+)")
+
+
+def to_cli_args(args: Mapping[str, Any]) -> list[str]:
+    """Server args or bench settings as vLLM's flags: `true` a bare flag, false/None dropped, a
+    mapping one JSON value, a list the flag and its values; `model` is never a flag here."""
+    argv: list[str] = []
+    for key, value in args.items():
+        if value is None or value is False or key == MODEL:
+            continue
+        flag = to_flag(key)
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, dict):
+            argv += [flag, json.dumps(value, separators=(",", ":"))]
+        elif isinstance(value, list | tuple):
+            argv += [flag, *(str(v) for v in value)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+def model_of(config: RunConfig) -> str:
+    model = config.server_args.get(MODEL)
+    if not isinstance(model, str) or not model:
+        raise UserError(f"{config.approach}: a vLLM configuration needs server_args.model (the "
+                        "model vLLM serves, its positional argument)")
+    return model
+
+
+def counters_of(text: str) -> dict[str, float]:
+    """The spec-decode counters of a Prometheus text page, summed over their labels (one series
+    per engine and model); a counter's `_total` sample counts under its family's name."""
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if (sample := _SAMPLE.match(line)) is None:
+            continue
+        name = sample.group("name").removesuffix("_total")
+        if name in (ACCEPTED, DRAFTS):
+            try:
+                found[name] = found.get(name, 0.0) + float(sample.group("value"))
+            except ValueError:
+                continue
+    return found
+
+
+class VLLMDialect:
+    """What vLLM says differently (jobs.engines.served.Dialect)."""
+
+    bench_name = "vllm bench serve"
+    ready_line = None
+    metrics = INFO.metrics
+
+    def __init__(self, python: str, model: str) -> None:
+        self.python = python
+        self.model = model
+
+    def server_argv(self, port: int, config: RunConfig) -> list[str]:
+        return [self.python, *CLI, "serve", self.model, "--host", "127.0.0.1", "--port",
+                str(port), *to_cli_args(config.server_args)]
+
+    def bench_argv(self, port: int, out_file: Path, bench: Mapping[str, Any]) -> list[str]:
+        return [self.python, *CLI, "bench", "serve", "--backend", "vllm", "--base-url",
+                f"http://127.0.0.1:{port}", "--model", self.model, "--save-result",
+                "--result-dir", str(out_file.parent), "--result-filename", out_file.name,
+                *to_cli_args(bench)]
+
+    def bench_settings(self, bench: Mapping[str, Any], *, rep: int) -> dict[str, Any]:
+        return seeded(bench, rep=rep)
+
+    def prompts_sent(self, bench: Mapping[str, Any]) -> int:
+        return prompts_given(bench, default=BENCH_DEFAULT_PROMPTS)
+
+    def read_result(self, out_file: Path) -> dict[str, Any] | None:
+        try:
+            data = json.loads(out_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    def before_repetition(self, port: int, opener: urllib.request.OpenerDirector) -> str | None:
+        return None  # see the module: a seed per repetition instead
+
+    def counters(self, port: int, opener: urllib.request.OpenerDirector) -> dict[str, float]:
+        try:
+            with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+                return counters_of(response.read().decode("utf-8", "replace"))
+        except (OSError, urllib.error.URLError, ValueError):
+            return {}
+
+    def accept_length(self, result: Mapping[str, Any], before: Mapping[str, float],
+                      after: Mapping[str, float]) -> float | None:
+        value = result.get("spec_decode_acceptance_length")
+        if is_real(value) and value > 0:
+            return float(value)
+        drafts = after.get(DRAFTS, 0.0) - before.get(DRAFTS, 0.0)
+        accepted = after.get(ACCEPTED, 0.0) - before.get(ACCEPTED, 0.0)
+        return 1.0 + accepted / drafts if drafts > 0 and accepted >= 0 else None
+
+
+class VLLMEngine:
+    """Runs configurations with `$SPECBENCH_VLLM_PYTHON -m vllm.entrypoints.cli.main serve`."""
+
+    name = "vllm"
+
+    def preflight(self, plan: BatchPlan) -> dict[str, str]:
+        for config in plan.configs:
+            model_of(config)
+        found = vllm_probe.known_help(INFO.python())
+        flags_only = dataclasses.replace(plan, configs=tuple(
+            dataclasses.replace(c, server_args={k: v for k, v in c.server_args.items()
+                                                if k != MODEL})
+            for c in plan.configs))
+        return preflight.check_plan(flags_only, found, abbreviations=True)
+
+    def fingerprint(self) -> dict[str, Any]:
+        return host_fingerprint(INFO.python(), package="vllm")
+
+    def run(self, config: RunConfig, ctx: RunContext) -> RunRecord:
+        dialect = VLLMDialect(INFO.python(), model_of(config))
+        return run_served(config, ctx, rules=load_rules(), dialect=dialect)

@@ -1,0 +1,21 @@
+"""The installed vLLM: its version and `vllm serve --help=all`, through the shared probe."""
+
+from __future__ import annotations
+
+from jobs.engines import probe
+from jobs.engines.probe import LaunchHelp
+
+VLLM = probe.Probe(
+    package="vllm",
+    variable="SPECBENCH_VLLM_PYTHON",
+    help_args=("-m", "vllm.entrypoints.cli.main", "serve", "--help=all"),
+    prog="vllm serve",
+)
+
+
+def vllm_version(python: str) -> str:
+    return probe.engine_version(VLLM, python)
+
+
+def known_help(python: str) -> LaunchHelp:
+    return probe.known_help(VLLM, python)
