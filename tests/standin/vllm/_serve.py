@@ -10,7 +10,7 @@ Environment (a configuration's `env` sets them):
                       engine-core | eagle3-target | attention | capability | nccl (_fatal.py)
   STANDIN_STARTUP_S   seconds of "loading" before the port listens (default 0.3)
   STANDIN_THROUGHPUT  output tokens/s of each request's stream (default 82.0)
-  STANDIN_TTFT_MS     milliseconds before a request's first token (default 20)
+  STANDIN_TTFT_MS     milliseconds before a request's first token (default 1000/THROUGHPUT)
   STANDIN_ACCEPT_LENGTH  a speculative server's typical accept length (default 2.6)
   STANDIN_VERSION     the vLLM release to be (default 0.33.0; its flags are 0.33.0's)
   STANDIN_GPU_CAPABILITY, STANDIN_INTERCONNECT  the emulated GPUs (default 12.0 and PCIe):

@@ -7,8 +7,9 @@ the engine counts `vllm:spec_decode_num_drafts`, `..._num_draft_tokens`,
 `..._num_accepted_tokens` and `..._num_accepted_tokens_per_pos` (vllm/v1/spec_decode/
 metrics.py:227-258; exposed with `_total`), so that 1 + accepted / drafts is the accept length;
 each request's own is STANDIN_ACCEPT_LENGTH (default 2.6) within +-15 %, from its prompt.
-Tokens stream at STANDIN_THROUGHPUT (default 82) tokens/s per request after STANDIN_TTFT_MS
-(default 20) ms.
+Tokens stream at STANDIN_THROUGHPUT (default 82) tokens/s per request, the first after
+STANDIN_TTFT_MS (default: one token's time), so that bench serve's output_throughput is about
+STANDIN_THROUGHPUT times the concurrency.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class State:
         self.counters: dict[str, float] = {"prompt": 0, "generation": 0, "success": 0,
                                            "drafts": 0, "draft_tokens": 0, "accepted": 0}
         self.per_pos: list[int] = []
+        self.ideal_accepted = 0.0
         self.started = time.time()
         self.calls = 0
 
@@ -53,8 +55,14 @@ class State:
             digest = hashlib.sha256(prompt.encode()).digest()
             own = max(1.0, base_accept_length() * (0.85 + 0.3 * digest[0] / 255.0))
             own = min(own, self.spec_tokens + 1.0)
-            drafts = max(1, round(new_tokens / own))
-            accepted = max(0, min(new_tokens - drafts, drafts * self.spec_tokens))
+            # accepted tokens by error diffusion over the server's life: the counters are whole
+            # numbers, and 1 + accepted / drafts tracks the configured accept length even when
+            # each request has only a few tokens
+            before = round(self.ideal_accepted)
+            self.ideal_accepted += new_tokens * (1.0 - 1.0 / own)
+            accepted = max(0, min(round(self.ideal_accepted) - before, new_tokens - 1))
+            drafts = new_tokens - accepted
+            accepted = min(accepted, drafts * self.spec_tokens)
             self.counters["drafts"] += drafts
             self.counters["draft_tokens"] += drafts * self.spec_tokens
             self.counters["accepted"] += accepted
@@ -117,6 +125,12 @@ def base_accept_length() -> float:
 
 def throughput() -> float:
     return float(os.environ.get("STANDIN_THROUGHPUT") or 82.0)
+
+
+def ttft_s() -> float:
+    """STANDIN_TTFT_MS, else one token's time: a request of N tokens then takes N/throughput."""
+    ms = os.environ.get("STANDIN_TTFT_MS")
+    return float(ms) / 1000.0 if ms else 1.0 / throughput()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -191,8 +205,7 @@ class Handler(BaseHTTPRequestHandler):
 
     @staticmethod
     def _sleep_tokens(new_tokens: int) -> None:
-        time.sleep(float(os.environ.get("STANDIN_TTFT_MS") or 20.0) / 1000.0
-                   + max(0, new_tokens - 1) / throughput())
+        time.sleep(ttft_s() + max(0, new_tokens - 1) / throughput())
 
     def _stream(self, body: dict[str, Any], text: str, prompt_tokens: int, n: int) -> None:
         self.send_response(200)
@@ -200,7 +213,7 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         head = self._head(body)
-        time.sleep(float(os.environ.get("STANDIN_TTFT_MS") or 20.0) / 1000.0)
+        time.sleep(ttft_s())
         for i in range(n):
             if i:
                 time.sleep(1.0 / throughput())
