@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -189,12 +189,13 @@ def sign(body: str, *, secret: str = SIGNING_SECRET, age_s: float = 0.0) -> dict
 
 
 def start_bot(dispatcher: EmbeddedDispatcher, standin: SlackStandin, *, interval: float = 0.3,
-              access: Access | None = None) -> BotServer:
+              access: Access | None = None,
+              engine_for: Callable[[str], Any] | None = None) -> BotServer:
     import uvicorn
 
     bot = SpecbenchBot(dispatcher, token=BOT_TOKEN, signing_secret=SIGNING_SECRET,
                        api_url=standin.url, access=access, interval=interval,
-                       engine_for=lambda name: FakeEngine())
+                       engine_for=engine_for or (lambda name: FakeEngine()))
     port = free_port()
     config = uvicorn.Config(asgi_app(bot), host="127.0.0.1", port=port, log_level="warning",
                             lifespan="on")
