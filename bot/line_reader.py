@@ -7,13 +7,26 @@ import asyncio
 import contextlib
 import sys
 import threading
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TextIO
-
-if TYPE_CHECKING:
-    from bot.console import ConsolePoster
+from collections.abc import Callable, Iterator
+from typing import Any, Protocol, TextIO
 
 PROMPT = "specbench> "
+
+
+class PromptPoster(Protocol):
+    """What the reader asks of the console's poster (bot.console.ConsolePoster): where the
+    prompt goes and when it is on screen. A protocol here, so the reader needs no console."""
+
+    out: TextIO
+    tty: bool
+
+    def show_prompt(self) -> None: ...
+
+    def prompt_drawn(self) -> None: ...
+
+    def prompt_answered(self) -> None: ...
+
+    def follow(self, typed: Callable[[], str]) -> None: ...
 
 
 class LineReader:
@@ -24,7 +37,7 @@ class LineReader:
     edits the line, and the poster asks it for the line typed so far; elsewhere lines are read
     plainly, and the prompt is written only where the output is a terminal."""
 
-    def __init__(self, stdin: TextIO, poster: ConsolePoster) -> None:
+    def __init__(self, stdin: TextIO, poster: PromptPoster) -> None:
         self.stdin = stdin
         self.poster = poster
         self.readline = _readline(stdin, poster)
@@ -63,7 +76,7 @@ class LineReader:
             return ""
 
 
-def _readline(stdin: TextIO, poster: ConsolePoster) -> Any:
+def _readline(stdin: TextIO, poster: PromptPoster) -> Any:
     """The readline module, set up for `poster`, when `input()` would use it (the real stdin
     and stdout, both terminals); else None."""
     if not (stdin is sys.stdin and poster.out is sys.stdout and poster.tty

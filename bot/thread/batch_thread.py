@@ -20,9 +20,10 @@ import logging
 import os
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from bot.thread.messages import Ack, Message, redacted, render_message
+from bot.thread.ports import Hub
 from bot.thread.progress_message import Coalescer, ProgressMessage
 from bot.thread.store_retry import (
     FIRST_PAUSE_S,
@@ -38,9 +39,6 @@ from jobs.batches.dispatch import Submitted
 from jobs.core.events import Event
 from jobs.store import TERMINAL_STATES, BatchRow
 
-if TYPE_CHECKING:
-    from bot.thread.thread_hub import ThreadHub
-
 log = logging.getLogger(__name__)
 
 END_EVENTS = ("batch.finished", "batch.cancelled")
@@ -51,7 +49,7 @@ STORE_POLL_S = 5.0  # how often an idle thread checks the store for an end it mi
 class BatchThread:
     """One batch's thread; `events` is fed by the hub, in order, each with its feed entry."""
 
-    hub: ThreadHub
+    hub: Hub
     row: BatchRow
     channel: str
     parent_ts: str | None = None

@@ -16,24 +16,21 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING
 
 from bot.thread.ledger import ClaimLost, Ledger, PartFailed, marker
 from bot.thread.messages import Message, Upload, render_message
+from bot.thread.ports import EndingThread
 from bot.thread.store_retry import describe, is_blip, patiently
 from bot.thread.summary_message import summary_message, summary_uploads
 from jobs.ops.owners import is_dead_here
 from jobs.store import TERMINAL_STATES, BatchRow
-
-if TYPE_CHECKING:
-    from bot.thread.batch_thread import BatchThread
 
 log = logging.getLogger(__name__)
 
 CLAIM_POLL_S = 5.0  # how often a bot that met a live holder's claim looks again
 
 
-async def finish_thread(thread: BatchThread) -> None:
+async def finish_thread(thread: EndingThread) -> None:
     """Post the batch's end: each part not yet done, then the thread's posted mark."""
     hub, batch_id = thread.hub, thread.row.id
     store, durable = hub.dispatcher.store, hub.durable
@@ -69,7 +66,7 @@ async def finish_thread(thread: BatchThread) -> None:
         raise
 
 
-async def _post_parts(thread: BatchThread, ledger: Ledger, row: BatchRow) -> list[str]:
+async def _post_parts(thread: EndingThread, ledger: Ledger, row: BatchRow) -> list[str]:
     """Every part not yet done, in order; the parts Slack refused for good."""
     poster, channel, batch_id = thread.hub.poster, thread.channel, row.id
     parent = thread.parent_ts
@@ -118,7 +115,7 @@ async def _post_parts(thread: BatchThread, ledger: Ledger, row: BatchRow) -> lis
     return failed
 
 
-def _ending(thread: BatchThread, row: BatchRow, state: str) -> Message | None:
+def _ending(thread: EndingThread, row: BatchRow, state: str) -> Message | None:
     """The summary, or why a batch without a report ended (refused, failed); None: nothing."""
     if thread.report is not None:
         return summary_message(thread.report, batch_id=row.id)
@@ -129,7 +126,7 @@ def _ending(thread: BatchThread, row: BatchRow, state: str) -> Message | None:
 
 
 def _upload_steps(
-    thread: BatchThread, upload: Upload,
+    thread: EndingThread, upload: Upload,
 ) -> tuple[Callable[[], Awaitable[str | None]], Callable[[], Awaitable[str | None]]]:
     """One file's upload into the thread, and the look for it in the thread (by its name)."""
     poster, channel, parent = thread.hub.poster, thread.channel, thread.parent_ts
@@ -147,7 +144,7 @@ def _upload_steps(
     return attempt, find
 
 
-async def _claim(thread: BatchThread) -> bool:
+async def _claim(thread: EndingThread) -> bool:
     """Take the batch's summary claim, waiting while a live bot holds it; False once the
     summary is posted (by whoever)."""
     hub, batch_id = thread.hub, thread.row.id
@@ -166,7 +163,7 @@ async def _claim(thread: BatchThread) -> bool:
         await asyncio.sleep(CLAIM_POLL_S)
 
 
-async def _keep_claim(thread: BatchThread) -> None:
+async def _keep_claim(thread: EndingThread) -> None:
     """Renew the claim before each attempt; ClaimLost when another bot holds it now."""
     hub, batch_id = thread.hub, thread.row.id
     store = hub.dispatcher.store
@@ -175,7 +172,7 @@ async def _keep_claim(thread: BatchThread) -> None:
         raise ClaimLost(batch_id)
 
 
-async def _release_claim(thread: BatchThread) -> None:
+async def _release_claim(thread: EndingThread) -> None:
     """Best effort: a claim left behind lapses by itself, or is taken over once we are dead."""
     hub, batch_id = thread.hub, thread.row.id
     try:
