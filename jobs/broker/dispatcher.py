@@ -9,7 +9,13 @@ from typing import Any
 
 import redis
 
-from jobs.batches.dispatch import QueueEntry, Submitted, Subscription, queue_entries, request_cancel
+from jobs.batches.dispatch_api import (
+    QueueEntry,
+    Submitted,
+    Subscription,
+    queue_entries,
+    request_cancel,
+)
 from jobs.batches.planning import submit
 from jobs.broker.celery_app import RUN_BATCH, make_app
 from jobs.broker.sink import StreamSink
