@@ -42,9 +42,10 @@ from __future__ import annotations
 import datetime as dt
 from collections import Counter
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
+from jobs.core.batches import BatchRow
 from jobs.core.digest_memory import (
     CONCLUSIVE,
     Judged,
@@ -60,9 +61,6 @@ from jobs.core.experiments import Experiment, experiments, is_confirmation
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, load_rules
 from jobs.core.units import unit_of
-
-if TYPE_CHECKING:
-    from jobs.store import BatchRow
 
 STEP_KINDS = ("retry", "adopt", "remedy")  # SPEC.md's order; `accept` is never open
 STEP_LOOKBACK = 20  # a preset's latest reports whose steps are carried (the store reads these)

@@ -6,13 +6,11 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from jobs.core.batches import BatchRow
 from jobs.core.memory import known_from
 from jobs.core.records import RunRecord
-
-if TYPE_CHECKING:
-    from jobs.store import BatchRow
 
 
 def run_hours(record: RunRecord) -> float | None:

@@ -11,16 +11,14 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from jobs.core.batches import BatchRow
 from jobs.core.digest_hours import hours_per_preset, hours_unit, run_hours
 from jobs.core.memory import DETERMINISTIC, known_from
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, cause_of
 from jobs.core.stack import HOST_TYPE, Stack
-
-if TYPE_CHECKING:
-    from jobs.store import BatchRow
 
 # What a regression names when it moved, and what tells a host type's stacks apart.
 FAILED = ("failed", "timeout")

@@ -21,16 +21,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from jobs.core.batches import BatchRow
 from jobs.core.digest_memory import judged_results, stack_change, sweep_points
 from jobs.core.experiments import Experiment, experiments
 from jobs.core.memory import config_key, stack_key
 from jobs.core.records import RunRecord
 from jobs.core.verdicts import Metric, change_pct, compare, median
-
-if TYPE_CHECKING:
-    from jobs.store import BatchRow
 
 RANK = {"regressed": 0, "unchanged": 1, "improved": 2}
 Judgements = dict[str, tuple[str, float, float | None]]

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from jobs.store import BatchRow
+from jobs.core.batches import BatchRow
 
 
 @dataclass(frozen=True)

@@ -3,10 +3,10 @@
 The schema belongs to Alembic (`jobs/store/migrations`).
 """
 
+from jobs.core.batches import BatchRow
 from jobs.store.database import UnknownBatch
 from jobs.store.posts import SlackPosts
 from jobs.store.runs import RERUN_STATUSES
-from jobs.store.schema import BatchRow
 from jobs.store.store import TERMINAL_STATES, Store
 
 __all__ = ["RERUN_STATUSES", "TERMINAL_STATES", "BatchRow", "SlackPosts", "Store", "UnknownBatch"]

@@ -20,13 +20,14 @@ from typing import Any
 
 from sqlalchemy import and_, func, select
 
+from jobs.core.batches import BatchRow
 from jobs.core.digest import STEP_LOOKBACK
 from jobs.core.digest_memory import Judged, Memory
 from jobs.core.memory import known_from
 from jobs.core.records import RunRecord, to_record
 from jobs.store.database import Database, json_path
 from jobs.store.experiments import confirmation_key, is_experiment
-from jobs.store.schema import Batch, BatchRow, Run, to_batch_row
+from jobs.store.schema import Batch, Run, to_batch_row
 
 PREDECESSORS = 3  # earlier experiments per preset the window's first may be compared with
 MAX_HOPS = 10  # known dead ends name their origin; an older store may chain a few

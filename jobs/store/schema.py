@@ -1,15 +1,14 @@
 """The store's schema: the tables Alembic migrates (`jobs/store/migrations`) and row snapshots.
 
-`Batch` and `Run` are SQLAlchemy 2 models; `BatchRow` is the frozen snapshot the store hands
-out, so that no ORM object (and no session) leaks past `jobs.store`; its plan is a `BatchPlan`.
+`Batch` and `Run` are SQLAlchemy 2 models; `to_batch_row` fills the frozen snapshot the store
+hands out (jobs.core.batches.BatchRow, plain data of the core), so that no ORM object (and no
+session) leaks past `jobs.store`; its plan is a `BatchPlan`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from sqlalchemy import (
     Boolean,
@@ -27,7 +26,11 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from jobs.core.plans import BatchPlan, to_plan
+from jobs.core.batches import BatchRow
+from jobs.core.plans import to_plan
+
+# BatchRow is the core's; named here too, where the store's modules have always found it.
+__all__ = ["Base", "Batch", "BatchRow", "Run", "SlackPart", "UTCDateTime", "to_batch_row"]
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -133,31 +136,6 @@ class Run(Base):
     # verdict, and its delta_pct when the digest counts it as judged (else null).
     verdict: Mapped[str | None] = mapped_column(String(32))
     judged_delta: Mapped[float | None] = mapped_column(Float)
-
-
-@dataclass(frozen=True)
-class BatchRow:
-    """A snapshot of one batch; `plan` and `report` decoded (the plan typed)."""
-
-    id: str
-    preset: str
-    engine: str
-    queue: str
-    state: str
-    requested_by: str
-    channel: str | None
-    thread_ts: str | None
-    host: str | None
-    plan: BatchPlan
-    idempotency_key: str | None
-    cancel_requested: bool
-    lease_owner: str | None
-    lease_expires_at: datetime | None
-    created_at: datetime
-    started_at: datetime | None
-    finished_at: datetime | None
-    report: dict[str, Any] | None
-    error: str | None
 
 
 def to_batch_row(batch: Batch) -> BatchRow:

@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from jobs.core.batches import BatchRow
 from jobs.core.plans import BatchPlan
 from jobs.store.comparisons import Comparisons
 from jobs.store.database import NO_SYNC, UnknownBatch, now, rowcount
@@ -21,7 +22,7 @@ from jobs.store.digest_queries import DigestQueries
 from jobs.store.leases import Leases
 from jobs.store.posts import Posts
 from jobs.store.runs import Runs, write_verdicts
-from jobs.store.schema import Batch, BatchRow, UTCDateTime, to_batch_row
+from jobs.store.schema import Batch, UTCDateTime, to_batch_row
 
 # `refused`: the worker's preflight refused the batch before any server started (SPEC.md's
 # engine contracts).
