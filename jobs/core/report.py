@@ -10,11 +10,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobs.core.diagnosis import FlagFacts
+from jobs.core.engine_info import describe
 from jobs.core.errors import RecordError
 from jobs.core.next_steps import cause_rank, next_steps
 from jobs.core.records import RunRecord
 from jobs.core.remedies import Remedies
 from jobs.core.rules import RuleSet
+from jobs.core.stack import Stack
 from jobs.core.verdicts import Metric, Verdict, change_pct, has_failed, judge, median
 
 
@@ -83,6 +85,7 @@ def analyze(
             remedies=remedies, rules=rules, flags=flags, engine=engine,
         ),
         "fingerprint": baseline.fingerprint,
+        "engine": engine_of_batch(baseline, engine),
         "counts": dict(Counter(v.verdict for v in verdicts)),
     }
 
@@ -194,3 +197,11 @@ def _root_text(cause: str, *, count: int, of: int, names: list[str], baseline: R
     if cause == "cuda-graph-incompatible":
         return f"{lead}: the changes are not safe to capture in CUDA graphs"
     return lead
+
+
+def engine_of_batch(baseline: RunRecord, engine: str | None) -> dict[str, Any]:
+    """The engine that ran the batch, as the report names it: its name, title and version."""
+    stack = Stack.of(baseline.fingerprint, engine=engine or baseline.engine)
+    return {"name": stack.engine, "title": describe(stack.engine).title,
+            "version": stack.version}
+
