@@ -3,7 +3,7 @@
 How the committed data was made (vLLM 0.33.0, Python 3.11, no GPU):
 
     pip download --no-deps vllm==0.33.0 -d /tmp/vllm-wheel
-    python3 -m venv /tmp/vllm-venv
+    unzip -q /tmp/vllm-wheel/vllm-0.33.0-*.whl -d /tmp/vllm-src; python3 -m venv /tmp/vllm-venv
     /tmp/vllm-venv/bin/pip install torch==2.13.0            # the CPU build
     /tmp/vllm-venv/bin/pip install --no-deps /tmp/vllm-wheel/vllm-0.33.0-*.whl
     /tmp/vllm-venv/bin/pip install packaging regex cachetools psutil numpy pyyaml msgspec \
@@ -11,7 +11,7 @@ How the committed data was made (vLLM 0.33.0, Python 3.11, no GPU):
         'transformers>=5.16.1,<5.21.0' aiohttp oss-harmony openai pillow pybase64 uvloop \
         py-cpuinfo fastapi prometheus_client partial-json-parser uvicorn xgrammar llguidance \
         watchfiles orjson einops
-    python scripts/vllm_flags.py --python /tmp/vllm-venv/bin/python
+    python scripts/vllm_flags.py --python /tmp/vllm-venv/bin/python --src /tmp/vllm-src
 
 The probe runs the release's real CLI (`vllm.entrypoints.cli.main.main`, with
 VLLM_TARGET_DEVICE=cpu, as the issue notes a GPU-less host needs) and catches the top-level
@@ -43,7 +43,7 @@ OUT = ROOT / "tests" / "standin" / "vllm" / "flags"
 TYPES = ROOT / "config" / "engines" / "vllm" / "flag_types.yaml"
 
 _PROBE = r'''
-import argparse, dataclasses, inspect, io, json, sys, contextlib
+import argparse, dataclasses, inspect, json, sys
 from vllm.utils.argparse_utils import FlexibleArgumentParser
 
 def type_kind(t):
@@ -81,16 +81,12 @@ def dataclass_keys(t):
 
 def plain(value):
     try:
-        json.dumps(value)
-        return value
-    except TypeError:
+        return json.loads(json.dumps(value)) if value is not None else None
+    except (TypeError, ValueError):
         return repr(value)
 
 def dump(parser):
-    groups = {}
-    for group in parser._action_groups:
-        for action in group._group_actions:
-            groups[id(action)] = group.title
+    groups = {id(a): g.title for g in parser._action_groups for a in g._group_actions}
     strings = {}
     for option, action in parser._option_string_actions.items():
         strings.setdefault(id(action), []).append(option)
@@ -104,26 +100,14 @@ def dump(parser):
             row["shown"] = list(action.option_strings)
         if action.nargs != 0:
             row["n"] = 1 if action.nargs is None else action.nargs
-        kind = type_kind(action.type)
-        if kind:
-            row["t"] = kind
-        keys = dataclass_keys(action.type)
-        if keys is not None:
-            row["keys"] = keys
-        if action.choices is not None:
-            row["c"] = [plain(c) for c in action.choices]
-        if action.required:
-            row["r"] = 1
-        if action.const is not None:
-            row["const"] = plain(action.const)
-        if action.default is not None and action.default is not argparse.SUPPRESS:
-            row["df"] = plain(action.default)
-        if getattr(action, "negative_option_strings", None):
-            row["neg"] = sorted(action.negative_option_strings)
-        if action in getattr(parser, "_deprecated", ()) or getattr(action, "deprecated", False):
-            row["dep"] = 1
-        if action.help == argparse.SUPPRESS:
-            row["h"] = 1
+        extra = {"t": type_kind(action.type), "keys": dataclass_keys(action.type),
+                 "c": None if action.choices is None else [plain(c) for c in action.choices],
+                 "r": 1 if action.required else None, "const": plain(action.const),
+                 "df": None if action.default is argparse.SUPPRESS else plain(action.default),
+                 "neg": sorted(getattr(action, "negative_option_strings", ())) or None,
+                 "dep": 1 if action in getattr(parser, "_deprecated", ()) else None,
+                 "h": 1 if action.help == argparse.SUPPRESS else None}
+        row.update((k, v) for k, v in extra.items() if v is not None)
         row["g"] = groups.get(id(action))
         rows.append(row)
     return rows
@@ -166,21 +150,27 @@ main()
 '''
 
 
+# Set-valued choices are listed in hash order, and bench serve's --request-id-prefix defaults to
+# a fresh uuid: a fixed hash seed and a fixed prefix keep the written files the same each run.
+ENV = {"VLLM_TARGET_DEVICE": "cpu", "COLUMNS": "80", "PYTHONHASHSEED": "0"}
+_UUID_PREFIX = re.compile(r"bench-[0-9a-f]{8}-")
+
+
 def probe(python: str) -> dict:
-    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "COLUMNS": "80"}
+    env = {**os.environ, **ENV}
     data: dict = {}
     for what in ("serve", "bench"):
         done = subprocess.run([python, "-c", _PROBE, what], capture_output=True, text=True,
                               env=env, check=True, cwd="/tmp")
-        data.update(json.loads(done.stdout))
+        data.update(json.loads(_UUID_PREFIX.sub("bench-00000000-", done.stdout)))
     return data
 
 
 def help_text(python: str, *command: str) -> str:
-    env = {**os.environ, "VLLM_TARGET_DEVICE": "cpu", "COLUMNS": "80"}
+    env = {**os.environ, **ENV}
     done = subprocess.run([python, "-m", "vllm.entrypoints.cli.main", *command, "--help=all"],
                           capture_output=True, text=True, env=env, check=True, cwd="/tmp")
-    return done.stdout
+    return _UUID_PREFIX.sub("bench-00000000-", done.stdout)
 
 
 # The value parsers of the release -> jobs/engines/flag_types.py's kinds. A parser of its own
@@ -226,42 +216,28 @@ def declared_at(src: Path | None, row: dict[str, Any], *, bench: bool = False) -
 
 def entry(row: dict[str, Any], src: Path | None, bench: bool) -> tuple[str, str]:
     longs = [o for o in row["o"] if o.startswith("--")]
-    name = longs[0][2:]
     negated = set(row.get("neg") or ())
-    item: dict[str, Any] = {"type": kind_of(row)}
-    aliases = [o[2:] for o in longs[1:] if o not in negated]
-    if aliases:
-        item["aliases"] = aliases
-    if negated:
-        item["negated"] = sorted(o[2:] for o in negated)
-    short = [o for o in row["o"] if not o.startswith("--")]
-    if short:
-        item["short"] = short
-    if row.get("n") in ("?", "+", "*"):
-        item["nargs"] = row["n"]
-    if row.get("c") is not None:
-        item["choices"] = row["c"]
-    if str(row.get("t", "")).endswith(("json", "union_dict_and_str")) or "keys" in row:
-        item["mapping"] = True
-    if "keys" in row:
-        item["config"] = str(row["t"]).rsplit(":", 1)[-1]
-    if row.get("dep"):
-        item["deprecated"] = True
-    where = declared_at(src, row, bench=bench)
-    if where:
-        item["source"] = where
-    body = ", ".join(f"{k}: {_flow(v)}" for k, v in item.items())
-    return name, f"  {name}: {{{body}}}"
+    mapping = str(row.get("t", "")).endswith(("json", "union_dict_and_str")) or "keys" in row
+    item: dict[str, Any] = {
+        "type": kind_of(row), "aliases": [o[2:] for o in longs[1:] if o not in negated] or None,
+        "negated": sorted(o[2:] for o in negated) or None,
+        "short": [o for o in row["o"] if not o.startswith("--")] or None,
+        "nargs": row["n"] if row.get("n") in ("?", "+", "*") else None, "choices": row.get("c"),
+        "mapping": True if mapping else None,
+        "config": str(row["t"]).rsplit(":", 1)[-1] if "keys" in row else None,
+        "deprecated": True if row.get("dep") else None,
+        "source": declared_at(src, row, bench=bench) or None,
+    }
+    body = ", ".join(f"{k}: {_flow(v)}" for k, v in item.items() if v is not None)
+    return longs[0][2:], f"  {longs[0][2:]}: {{{body}}}"
 
 
 def _flow(value: Any) -> str:
     """A YAML flow value: lists inline, strings quoted when YAML would misread them."""
     if isinstance(value, list):
         return "[" + ", ".join(_flow(v) for v in value) + "]"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
     text = str(value)
     if re.fullmatch(r"[A-Za-z_][\w./-]*", text) and text.lower() not in (
             "null", "true", "false", "yes", "no", "on", "off", "y", "n"):
@@ -276,20 +252,15 @@ def render(data: dict[str, Any], src: Path | None = None) -> str:
         f"# vLLM {version} `serve` flags and the values they take, read from the release's own",
         "# parser by scripts/vllm_flags.py (do not edit by hand: run it again).",
         "#",
-        "# type: int | float | human_readable_int | json | str | opaque (a parser of the release's",
-        "#   own; any string) | switch (no value: true or false).",
-        "# nargs: '?', '+' or '*'. choices: the values the release takes (null: the string None).",
-        "# aliases: other long spellings of the same flag; negated: the spellings that set it",
-        "#   false (`--no-X`; vLLM's EnableDisableAction pairs --enable-X with --disable-X);",
-        "#   short: single-dash forms (-tp). mapping: true when the flag takes a JSON mapping",
-        "#   (`speculative-config`, `compilation-config`, ...); config: the dataclass that",
-        "#   validates it. source: where the release declares the flag.",
-        "# The parser accepts any unambiguous prefix of a long flag (argparse's allow_abbrev is",
-        "# left on) and `_` for `-` in flag names, and `--X.key value` for one key of a mapping.",
-        "# bench: `vllm bench serve`'s flags, the same way (a preset's `bench`).",
-        "# speculative_config_keys: the keys `--speculative-config` takes (SpeculativeConfig's",
-        "#   init fields); any other key fails the server's start with pydantic's",
-        "#   'Unexpected keyword argument', naming the key.",
+        "# type: int | float | human_readable_int | json | str | opaque (the release's own parser:",
+        "#   any string) | switch (no value). nargs: '?', '+' or '*'. choices: what the release",
+        "#   takes (null: the string None). aliases: other long spellings; negated: those that set",
+        "#   it false (--no-X, and --enable-X/--disable-X pairs); short: -tp and the like.",
+        "# mapping: takes a JSON mapping (config: the dataclass that checks its keys). source:",
+        "#   where the release declares it. Any unambiguous prefix of a long flag is taken, `_`",
+        "#   for `-`, and `--X.key value` for one key of a mapping. bench: `vllm bench serve`'s.",
+        "# speculative_config_keys: what --speculative-config takes (SpeculativeConfig's fields);",
+        "#   another key fails the start with pydantic's 'Unexpected keyword argument' naming it.",
         f"releases: [{version}]",
         "abbreviations: true",
         "flags:",
