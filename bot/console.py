@@ -22,13 +22,13 @@ from typing import Any, TextIO
 
 from bot.chat.router import Caller, Reply, Router
 from bot.line_reader import PROMPT, LineReader, terminal_kept
+from bot.thread.end_watch import EndWatch, stored_row
 from bot.thread.messages import Message, Upload
-from bot.thread.store_retry import is_blip
 from bot.thread.thread_hub import ThreadHub
 from jobs import __version__, settings
 from jobs.batches.dispatch import Dispatcher
 from jobs.core.errors import InfraError
-from jobs.store import TERMINAL_STATES, BatchRow
+from jobs.store import BatchRow
 
 INDENT = "  │ "
 STORE_POLL_S = 3.0  # how often a wait asks the store whether its batch has ended
@@ -181,7 +181,8 @@ class Console:
         thread polls the store too), after which its end is posted from the stored row."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
-        ended_at: float | None = None
+        watch = EndWatch(poll_s=STORE_POLL_S, grace_s=END_GRACE_S, polled_at=loop.time())
+        store = self.dispatcher.store
         while (task := self.hub.tasks.get(batch_id)) is not None:
             left = deadline - loop.time()
             if left <= 0:
@@ -190,21 +191,10 @@ class Console:
             done, _ = await asyncio.wait({task}, timeout=min(STORE_POLL_S, left))
             if done:
                 return
-            row = await asyncio.to_thread(self._stored_row, batch_id)
-            if row is None or row.state not in TERMINAL_STATES:
-                continue
-            ended_at = ended_at or loop.time()
-            if loop.time() - ended_at >= END_GRACE_S:
+            row = watch.saw(await asyncio.to_thread(stored_row, store, batch_id), loop.time())
+            if row is not None and watch.store_says_ended(loop.time()):
                 await self._end_from_store(batch_id, row)
                 return
-
-    def _stored_row(self, batch_id: str) -> BatchRow | None:
-        try:
-            return self.dispatcher.store.get_batch(batch_id)
-        except Exception as exc:
-            if not is_blip(exc):
-                raise
-            return None  # the next poll tries again
 
     async def _end_from_store(self, batch_id: str, row: BatchRow) -> None:
         """The thread missed the end: stop it and post its end from the store."""

@@ -75,9 +75,9 @@ def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace, *, trap: Any) -
     import time
 
     from bot.cli.progress import ProgressBar
+    from bot.thread.end_watch import EndWatch, is_end, stored_row
     from jobs.commands import run
     from jobs.core.messages import render_report
-    from jobs.store import TERMINAL_STATES
 
     bar = ProgressBar(sys.stderr)
     dispatcher = ctx.dispatcher
@@ -88,8 +88,7 @@ def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace, *, trap: Any) -
     if submitted.live_workers == 0:
         bar.note(f"batch {batch_id} queued on {plan.queue!r}, which no live worker serves yet")
     deadline = time.monotonic() + args.timeout
-    polled = time.monotonic()
-    ended_at: float | None = None  # when the store first said the batch had ended
+    watch = EndWatch(poll_s=STORE_POLL_S, grace_s=END_GRACE_S, polled_at=time.monotonic())
     started = False
     interrupted = False
     report: dict[str, Any] | None = None
@@ -113,21 +112,19 @@ def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace, *, trap: Any) -
             if event is not None and event.get("batch") == batch_id:
                 started = started or event["type"] != "batch.queued"
                 bar.on_event(event)
-                if event["type"] in ("batch.finished", "batch.cancelled"):
+                if is_end(event):
                     report = event.get("report")
                     break
                 continue
             now = time.monotonic()
-            if ended_at is None and now - polled >= STORE_POLL_S:
-                polled = now
-                row = _stored_row(dispatcher.store, batch_id)
+            if watch.poll_due(now):
+                row = watch.saw(stored_row(dispatcher.store, batch_id), now)
                 started = started or (row is not None and row.state != "queued")
-                if row is not None and row.state in TERMINAL_STATES:
-                    ended_at = now
-            if ended_at is not None and now - ended_at >= END_GRACE_S:
-                bar.note(f"batch {batch_id} ended {row.state} (from the store: its end event "
-                         "did not come)")
-                report = row.report
+            if watch.store_says_ended(now):
+                assert watch.row is not None
+                bar.note(f"batch {batch_id} ended {watch.row.state} (from the store: its end "
+                         "event did not come)")
+                report = watch.row.report
                 break
             if now >= deadline:
                 if not started:
@@ -147,18 +144,6 @@ def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace, *, trap: Any) -
                          f"without a report: {row.error if row else ''}")
     sys.stdout.write(render_report(report, args.format))
     return 1 if interrupted else 0
-
-
-def _stored_row(store: Any, batch_id: str) -> Any:
-    """The batch's row, or None while the store is unreachable (the next poll tries again)."""
-    from bot.thread.store_retry import is_blip
-
-    try:
-        return store.get_batch(batch_id)
-    except Exception as exc:
-        if not is_blip(exc):
-            raise
-        return None
 
 
 def cmd_show(args: argparse.Namespace) -> int:

@@ -22,6 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from bot.thread.end_watch import EndWatch, is_end
 from bot.thread.messages import Ack, Message, redacted, render_message
 from bot.thread.ports import Hub
 from bot.thread.progress_message import Coalescer, ProgressMessage
@@ -37,11 +38,10 @@ from bot.thread.thread_end import finish_thread
 from jobs import settings
 from jobs.batches.dispatch import Submitted
 from jobs.core.events import Event
-from jobs.store import TERMINAL_STATES, BatchRow
+from jobs.store import BatchRow
 
 log = logging.getLogger(__name__)
 
-END_EVENTS = ("batch.finished", "batch.cancelled")
 STORE_POLL_S = 5.0  # how often an idle thread checks the store for an end it missed
 
 
@@ -133,10 +133,11 @@ class BatchThread:
 
     async def follow(self) -> None:
         """Apply events until the batch ends, then post its end (summary, uploads, headline)."""
-        checked = time.monotonic()
-        poll = STORE_POLL_S  # shorter while the store is away: backoff from FIRST_PAUSE_S
+        # No grace: the thread ends as soon as the store says so (its poll_s is shorter while
+        # the store is away, a backoff from FIRST_PAUSE_S).
+        watch = EndWatch(poll_s=STORE_POLL_S, grace_s=0.0, polled_at=time.monotonic())
         while True:
-            wait = self.edits.remaining() if self.edits.is_pending else poll
+            wait = self.edits.remaining() if self.edits.is_pending else watch.poll_s
             event: Event | None = None
             entry: Ack = None
             try:
@@ -150,10 +151,10 @@ class BatchThread:
                     self._unacked.append(entry)  # acked once the end is posted
                     break
                 self.hub.ack(entry)
-            if event is None and time.monotonic() - checked >= poll:
-                checked = time.monotonic()
-                row, poll = await self._poll_store(poll)
-                if row is not None and row.state in TERMINAL_STATES:
+            if event is None and watch.poll_due(now := time.monotonic()):
+                row, watch.poll_s = await self._poll_store(watch.poll_s)
+                watch.saw(row, now)
+                if row is not None and watch.store_says_ended(now):
                     self.row = row
                     break
             if self.edits.is_due():
@@ -183,7 +184,7 @@ class BatchThread:
     def _apply(self, event: Event) -> bool:
         """Update the state from one event; True at the batch's end."""
         kind = event.get("type")
-        if kind in END_EVENTS:
+        if is_end(event):
             self.report = event.get("report")
             return True
         changed = self.progress.apply(event)
