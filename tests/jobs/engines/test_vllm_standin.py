@@ -12,6 +12,7 @@ import signal
 import subprocess
 import time
 import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -239,3 +240,25 @@ def test_the_rules_and_the_type_table_are_well_formed() -> None:
     assert types["flags"]["speculative-config"]["mapping"] is True
     assert "enforce-eager" not in types["flags"]["speculative-config"].get("aliases", [])
     assert "num_speculative_tokens" in types["speculative_config_keys"]
+
+
+def test_fatal_in_bench_dies_serving_and_model_as_a_flag_is_moved(vllm: VllmStandin) -> None:
+    port = free_port()
+    log = vllm.root / "serve.log"
+    server = vllm.serve("--model", MODEL, port=port, log=log, env=vllm.env(
+        STANDIN_MODE="fatal-in-bench", STANDIN_FATAL="nccl", STANDIN_STARTUP_S="0"))
+    try:
+        assert wait_health(port)
+        body = json.dumps({"model": MODEL, "prompt": "hi", "max_tokens": 4}).encode()
+        request = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", data=body,
+                                         headers={"Content-Type": "application/json"})
+        with pytest.raises(OSError):  # the engine died: the request never ends
+            OPENER.open(request, timeout=0.5)
+        assert vllm.notes("fatal")
+    finally:
+        stop(server)
+    text = log.read_text()
+    assert "[argparse_utils.py:330] With `vllm serve`, you should provide the model" in text
+    assert "[core.py:1586] EngineCore encountered a fatal error." in text
+    assert "RuntimeError: NCCL error: unhandled cuda error" in text
+    vllm.assert_clean()

@@ -83,8 +83,10 @@ def frames(kind: str, args: argparse.Namespace) -> tuple[list[str], str]:
     return [], ""  # engine-core: the process died with no Python error
 
 
-def engine_failed(kind: str, args: argparse.Namespace, ranks: int, pid: int) -> None:
-    """The engine's (and its workers') error records for a failure of `kind`."""
+def engine_failed(kind: str, args: argparse.Namespace, ranks: int, pid: int, *,
+                  running: bool = False) -> None:
+    """The engine's (and its workers') error records for a failure of `kind`; `running`: it
+    died serving (core.py:1586 "EngineCore encountered a fatal error."), not starting."""
     lines, error = frames(kind, args)
     if not error:
         return
@@ -98,8 +100,9 @@ def engine_failed(kind: str, args: argparse.Namespace, ranks: int, pid: int) -> 
         body = ["Traceback (most recent call last):", _CORE[0], _CORE[1],
                 f'  File "{SITE}/v1/executor/multiproc_executor.py", line 525, in '
                 "collective_rpc", "    raise RuntimeError(", error]
-    log("ERROR", "core.py", 1584, "\n".join(["EngineCore failed to start.", *body]),
-        process="EngineCore", pid=pid)
+    line, said = (1586, "EngineCore encountered a fatal error.") if running else (
+        1584, "EngineCore failed to start.")
+    log("ERROR", "core.py", line, "\n".join([said, *body]), process="EngineCore", pid=pid)
 
 
 def api_server_failed(core_exit: int) -> list[str]:

@@ -57,7 +57,7 @@ def fatal_then_hang(args: argparse.Namespace, ranks: int) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     kind = os.environ.get("STANDIN_FATAL") or "oom"
     note("fatal")
-    engine_failed(kind, args, ranks, os.getpid() + 1)
+    engine_failed(kind, args, ranks, os.getpid() + 1, running=STATE.ready)
     if kind == "engine-core":
         sys.stdout.write("\n".join(api_server_failed(-9)) + "\n")
         sys.stdout.flush()
