@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 import urllib.error
@@ -262,3 +263,14 @@ def test_fatal_in_bench_dies_serving_and_model_as_a_flag_is_moved(vllm: VllmStan
     assert "[core.py:1586] EngineCore encountered a fatal error." in text
     assert "RuntimeError: NCCL error: unhandled cuda error" in text
     vllm.assert_clean()
+
+
+def test_a_taken_port_fails_at_once(vllm: VllmStandin) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        done = vllm.cli("serve", MODEL, "--host", "127.0.0.1", "--port",
+                        str(holder.getsockname()[1]))
+    assert done.returncode == 1
+    assert "OSError: [Errno 98] Address already in use" in done.stdout
+    assert cause_of(log_tail=done.stdout, status="failed", rules=load_rules(RULES)) == (
+        "crash", "OSError: [Errno 98] Address already in use")
