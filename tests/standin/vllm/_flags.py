@@ -147,6 +147,11 @@ def preprocess(args: list[str]) -> list[str]:
     """FlexibleArgumentParser.parse_args's rewriting of argv before argparse sees it."""
     if args[:1] == ["serve"]:
         args = _model_first(args)
+        if (len(args) > 1 and args[1].startswith("-")
+                and not any(re.match(r"^--config(=.+|$)", a) for a in args)
+                and any(re.match(r"^--served[-_]model[-_]name(=.+|$)", a) for a in args)):
+            raise ValueError("`model` should be provided as the first positional argument when "
+                             "using `vllm serve`. i.e. `vllm serve <model> --<arg> <value>`.")
     pattern = re.compile(r"(?<=--)[^\.]*")
     out: list[str] = []
     for i, arg in enumerate(args):
