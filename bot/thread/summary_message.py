@@ -21,6 +21,7 @@ from jobs.core.messages import (
 )
 from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
+from jobs.core.sweep_values import point_values
 from jobs.core.sweeps import best_point
 from jobs.core.units import unit_of
 from jobs.core.verdicts import median
@@ -93,8 +94,7 @@ def sweep_uploads(records: list[RunRecord], *, batch_id: str, plan: BatchPlan) -
     """A sweep's landscape and its throughput-vs-latency Pareto front, when there is data."""
     assert plan.sweep is not None
     sweep = plan.sweep
-    names = {p.approach for p in sweep.points}
-    values = {r.approach: median(r.samples(plan.metric)) for r in records if r.approach in names}
+    values = point_values(plan, records)
     base = next((r for r in records if r.role == "baseline"), None)
     if sweep.same_as_baseline is not None and base is not None:
         values[sweep.same_as_baseline] = median(base.samples(plan.metric))

@@ -16,18 +16,12 @@ from jobs.core.events import Event, EventSink, make_event
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.sweep_parents import vs_parent
+from jobs.core.sweep_values import point_values as point_values  # where the worker looks
 from jobs.core.sweeps import best_point, confirmed_steps, sweep_section
 from jobs.core.verdicts import is_better, median
 from jobs.search import next_point
 from jobs.store import TERMINAL_STATES, BatchRow, Store
 from jobs.store.experiments import confirmation_key
-
-
-def point_values(plan: BatchPlan, records: list[RunRecord]) -> dict[str, float | None]:
-    """Each recorded point's value (the median of the metric; None without a sample)."""
-    sweep = plan.sweep
-    return {r.approach: median(r.samples(plan.metric)) for r in records
-            if sweep is not None and sweep.is_point(r.approach)}
 
 
 def run_points(
