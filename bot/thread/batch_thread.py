@@ -26,14 +26,7 @@ from bot.thread.end_watch import EndWatch, is_end
 from bot.thread.messages import Ack, Message, redacted, render_message
 from bot.thread.ports import Hub
 from bot.thread.progress_message import Coalescer, ProgressMessage
-from bot.thread.store_retry import (
-    FIRST_PAUSE_S,
-    describe,
-    is_blip,
-    next_pause,
-    off_loop,
-    patiently,
-)
+from bot.thread.store_retry import Outage, describe, is_blip, off_loop, patiently
 from bot.thread.thread_end import finish_thread
 from jobs import settings
 from jobs.batches.dispatch import Submitted
@@ -60,7 +53,6 @@ class BatchThread:
     host: str | None = None
     report: dict[str, Any] | None = None
     _unacked: list[Ack] = field(default_factory=list)
-    _store_away_since: float | None = None  # the follow loop's poll failing since then
 
     def __post_init__(self) -> None:
         plan = self.row.plan
@@ -68,6 +60,9 @@ class BatchThread:
         self.edits = Coalescer(self.hub.interval)
         self.secrets = settings.secret_values(os.environ, *(c.env for c in plan.configs))
         self.host = self.row.host
+        # The follow loop's polls through an outage: logged once, backed off, as every store
+        # call of the thread is (bot.thread.store_retry).
+        self.outage = Outage(f"batch {self.row.id}")
 
     # --- messages ---
 
@@ -134,7 +129,7 @@ class BatchThread:
     async def follow(self) -> None:
         """Apply events until the batch ends, then post its end (summary, uploads, headline)."""
         # No grace: the thread ends as soon as the store says so (its poll_s is shorter while
-        # the store is away, a backoff from FIRST_PAUSE_S).
+        # the store is away: the outage's backoff).
         watch = EndWatch(poll_s=STORE_POLL_S, grace_s=0.0, polled_at=time.monotonic())
         while True:
             wait = self.edits.remaining() if self.edits.is_pending else watch.poll_s
@@ -152,7 +147,7 @@ class BatchThread:
                     break
                 self.hub.ack(entry)
             if event is None and watch.poll_due(now := time.monotonic()):
-                row, watch.poll_s = await self._poll_store(watch.poll_s)
+                row, watch.poll_s = await self._poll_store()
                 watch.saw(row, now)
                 if row is not None and watch.store_says_ended(now):
                     self.row = row
@@ -161,24 +156,14 @@ class BatchThread:
                 await self._flush()
         await self.finish()
 
-    async def _poll_store(self, poll: float) -> tuple[BatchRow | None, float]:
-        """The batch's row (read off the event loop) and the next poll's delay; a blip is
+    async def _poll_store(self) -> tuple[BatchRow | None, float]:
+        """The batch's row (read off the event loop) and the next poll's delay; an outage is
         logged once and backs off (the events keep being applied meanwhile)."""
         try:
             row = await off_loop(self.hub.dispatcher.store.get_batch, self.row.id)
         except Exception as exc:
-            if not is_blip(exc):
-                raise
-            if self._store_away_since is None:
-                self._store_away_since = time.monotonic()
-                log.warning("batch %s: the store is unreachable (%s); polling it again",
-                            self.row.id, describe(exc))
-                return None, FIRST_PAUSE_S
-            return None, next_pause(poll)
-        if self._store_away_since is not None:
-            log.info("batch %s: the store answered again after %.1f s", self.row.id,
-                     time.monotonic() - self._store_away_since)
-            self._store_away_since = None
+            return None, self.outage.failed(exc)  # raises anything but an outage
+        self.outage.answered()
         return row, STORE_POLL_S
 
     def _apply(self, event: Event) -> bool:

@@ -19,8 +19,8 @@ from typing import Any, TypeVar
 
 from jobs.store.outage import FIRST_PAUSE_S, Outage, describe, is_outage, next_pause
 
-__all__ = ["FIRST_PAUSE_S", "STORE_THREADS", "describe", "is_blip", "next_pause", "off_loop",
-           "patiently"]
+__all__ = ["FIRST_PAUSE_S", "STORE_THREADS", "Outage", "describe", "is_blip", "next_pause",
+           "off_loop", "patiently"]
 
 T = TypeVar("T")
 is_blip = is_outage  # the name the chat surfaces know it by
