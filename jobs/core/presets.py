@@ -1,7 +1,9 @@
 """Presets: YAML files in `config/presets/`, loaded into typed, frozen models (SPEC.md's format).
 
 Loading validates every key; an error names the file, the key and, where YAML tells it, the line.
-Resolution (extends, declares, `--set`) lives in `plans.py`.
+The models are `jobs.core.preset_models`', the knobs `--set` never changes
+`jobs.core.protected_knobs`' (both re-exported here); resolution (extends, declares, `--set`)
+lives in `plans.py`.
 
 Chat chooses a preset by name only (`find_named_preset`): a path is the operator's, on the
 command line. No preset may let `--set` choose the model, a file or the code the server runs
@@ -16,94 +18,28 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
 from jobs import settings
-from jobs.core.engine_info import default_engine, engine_names
 from jobs.core.errors import PresetError
-from jobs.core.limits import MAX_DEPTH, MAX_MIN_EFFECT_PCT, MAX_PRESET_REPS, MAX_TIMEOUT_S
+from jobs.core.limits import MAX_DEPTH
 from jobs.core.preset_files import read_preset_text, yaml_depth
+from jobs.core.preset_models import Approach, Config, Preset, Scalar, ServerValue, Timeouts
+from jobs.core.protected_knobs import (
+    PROTECTED_ARGS,
+    PROTECTED_ENV,
+    PROTECTED_WHY,
+    is_protected_knob,
+)
 from jobs.core.secret_refs import literal_secret_problems
-from jobs.core.sweeps import Sweep, sweep_problems
+from jobs.core.sweeps import sweep_problems
 
-Scalar = str | int | float | bool | None
-# A server arg may be a mapping too: engines that take JSON for a flag (a speculative
-# config) get it as JSON; the engine's type table says which flags take one.
-ServerValue = Scalar | dict[str, Any]
-
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class Timeouts(_Frozen):
-    startup_s: float = Field(default=900, gt=0, le=MAX_TIMEOUT_S)
-    bench_s: float = Field(default=1800, gt=0, le=MAX_TIMEOUT_S)
-
-
-class Config(_Frozen):
-    """The baseline's settings."""
-
-    server_args: dict[str, ServerValue] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
-
-    @field_validator("env", mode="before")
-    @classmethod
-    def _env_as_strings(cls, value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: _env_string(v) for k, v in value.items()}
-        return value
-
-
-class Approach(Config):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
-    hypothesis: str = ""
-    extends: str | None = None
-    declares: tuple[str, ...] | None = None
-
-
-class Preset(_Frozen):
-    name: str = Field(min_length=1)
-    description: str = ""
-    engine: str = Field(default_factory=default_engine)
-    queue: str | None = None
-    metric: str = "output_throughput"
-    lower_is_better: bool = False
-    min_effect_pct: float = Field(default=2.0, ge=0, le=MAX_MIN_EFFECT_PCT)
-    reps: int = Field(default=3, ge=1, le=MAX_PRESET_REPS)
-    # One unmeasured pass of the bench before the repetitions, on the same server: the first
-    # pass runs cold (lazy initialisation, allocator, caches) at about half speed, and as a
-    # sample it would widen every range. Run and recorded (the record's `warmup`), never a sample.
-    warmup: bool = True
-    timeouts: Timeouts = Field(default_factory=Timeouts)
-    bench: dict[str, Scalar] = Field(default_factory=dict)
-    overridable: tuple[str, ...] = ()
-    baseline: Config
-    approaches: tuple[Approach, ...] = ()  # none at all only when the preset has a sweep
-    sweep: Sweep | None = None
-    source: str = Field(default="", exclude=True)
-
-    @field_validator("engine")
-    @classmethod
-    def _registered(cls, value: str) -> str:
-        if value not in engine_names():
-            raise ValueError(f"unknown engine {value!r}; known engines: "
-                             f"{', '.join(sorted(engine_names()))}")
-        return value
-
-    def approach(self, name: str) -> Approach:
-        for approach in self.approaches:
-            if approach.name == name:
-                return approach
-        raise PresetError(f"preset {self.name!r} has no approach {name!r}")
-
-
-def _env_string(value: Any) -> Any:
-    if isinstance(value, bool):
-        return "1" if value else "0"
-    if isinstance(value, int | float):
-        return str(value)
-    return value
+__all__ = [
+    "MAX_NAME_CHARS", "NAMES_ONLY", "PROTECTED_ARGS", "PROTECTED_ENV", "PROTECTED_WHY",
+    "Approach", "Config", "Preset", "Scalar", "ServerValue", "Timeouts", "find_named_preset",
+    "find_preset", "is_preset_name", "is_protected_knob", "load_all", "load_preset",
+    "parse_preset", "preset_names", "presets_dir",
+]
 
 
 def presets_dir() -> Path:
@@ -328,62 +264,3 @@ def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> str:
     if found is None:
         return ""
     return f":{found.start_mark.line + 1}"
-
-
-# --------------------------------------------------------------------------- protected knobs
-
-PROTECTED_WHY = "it chooses the model, a file or the code the server runs"
-
-PROTECTED_ARGS = frozenset({
-    "model-path", "model", "tokenizer-path", "tokenizer", "revision", "config",
-    "trust-remote-code", "load-format", "model-impl", "model-loader-extra-config",
-    "custom-weight-loader", "json-model-override-args", "model-config-parser",
-    "speculative-draft-model-path", "speculative-draft-model", "speculative-draft-model-revision",
-    "speculative-draft-load-format", "enable-lora", "lora-paths",
-    "enable-custom-logit-processor", "chat-template", "completion-template",
-    "hf-chat-template-name",
-})
-"""Server args `--set` never changes, even when a preset lists them in `overridable`.
-
-A chat user may tune how a server runs (memory, CUDA graphs, kernels, dtype: the numbers
-under test), never what it runs: which weights, tokenizer or draft model are loaded, from
-where, with whose Python (`trust-remote-code` executes the model repo's code; custom loaders,
-logit processors and templates are code or files too). Besides these names, any arg ending in
-one of `_PROTECTED_ARG_SUFFIXES` names a file, a folder, a URL or a loader; any starting with
-`_PROTECTED_ARG_PREFIXES` fetches weights or trusts remote input; and a shortening of a
-protected name (argparse accepts `--trust-remote`) is protected too.
-"""
-
-_PROTECTED_ARG_SUFFIXES = (
-    "-path", "-paths", "-dir", "file", "-config", "-loader", "-url", "-urls", "-template",
-    "-revision",
-)
-_PROTECTED_ARG_PREFIXES = ("remote-", "trust-")
-
-PROTECTED_ENV = frozenset({"PATH", "ENV", "BASH_ENV", "HF_ENDPOINT", "CUDA_HOME"})
-"""Environment variables `--set` never changes: they pick the interpreter, the libraries and
-modules loaded into the server (PYTHONPATH with a sitecustomize.py runs code at start-up), or
-where models and compiled kernels come from. With these names, any name starting with one of
-`_PROTECTED_ENV_PREFIXES` or ending with one of `_PROTECTED_ENV_SUFFIXES` (NCCL_NET_PLUGIN,
-HF_HOME, TRITON_CACHE_DIR, TORCH_EXTENSIONS_DIR...)."""
-
-_PROTECTED_ENV_PREFIXES = ("PYTHON", "LD_", "DYLD_")
-_PROTECTED_ENV_SUFFIXES = ("PATH", "_HOME", "_DIR", "_CACHE", "_PLUGIN", "_FILE", "_MODULES")
-
-
-def is_protected_knob(knob: str) -> bool:
-    """True for a knob that may choose the model, a file or the code run (never overridable).
-
-    Checked both as a server arg and as an environment variable, since `--set` applies an
-    upper-case knob to the environment."""
-    arg = knob.strip().lstrip("-").replace("_", "-").lower()
-    env = knob.strip().upper()
-    return (
-        arg in PROTECTED_ARGS
-        or arg.endswith(_PROTECTED_ARG_SUFFIXES)
-        or arg.startswith(_PROTECTED_ARG_PREFIXES)
-        or (len(arg) >= 3 and any(name.startswith(arg) for name in PROTECTED_ARGS))
-        or env in PROTECTED_ENV
-        or env.startswith(_PROTECTED_ENV_PREFIXES)
-        or env.endswith(_PROTECTED_ENV_SUFFIXES)
-    )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.settings import is_secret_name, is_secret_value
 
 if TYPE_CHECKING:
-    from jobs.core.presets import Preset
+    from jobs.core.preset_models import Preset
 
 _REFERENCE = re.compile(r"\$\{(?P<name>[A-Za-z_][A-Za-z0-9_]*)\}")
 _ENV_KNOB = re.compile(r"^[A-Z_][A-Z0-9_]*$")  # a sweep grid's env knob (sweeps.ENV_KNOB)

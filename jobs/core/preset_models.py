@@ -1,0 +1,96 @@
+"""A preset's typed, frozen models (SPEC.md's format): what a preset file reads into.
+
+pydantic validates every key (an unknown one is an error) and the engine against the registered
+ones (`jobs.core.engine_info`); `jobs.core.presets` finds and reads the files and turns a
+validation error into one line naming the file, the key and its line.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from jobs.core.engine_info import default_engine, engine_names
+from jobs.core.errors import PresetError
+from jobs.core.limits import MAX_MIN_EFFECT_PCT, MAX_PRESET_REPS, MAX_TIMEOUT_S
+from jobs.core.sweeps import Sweep
+
+Scalar = str | int | float | bool | None
+# A server arg may be a mapping too: engines that take JSON for a flag (a speculative
+# config) get it as JSON; the engine's type table says which flags take one.
+ServerValue = Scalar | dict[str, Any]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Timeouts(_Frozen):
+    startup_s: float = Field(default=900, gt=0, le=MAX_TIMEOUT_S)
+    bench_s: float = Field(default=1800, gt=0, le=MAX_TIMEOUT_S)
+
+
+class Config(_Frozen):
+    """The baseline's settings."""
+
+    server_args: dict[str, ServerValue] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @field_validator("env", mode="before")
+    @classmethod
+    def _env_as_strings(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            return {k: _env_string(v) for k, v in value.items()}
+        return value
+
+
+class Approach(Config):
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    hypothesis: str = ""
+    extends: str | None = None
+    declares: tuple[str, ...] | None = None
+
+
+class Preset(_Frozen):
+    name: str = Field(min_length=1)
+    description: str = ""
+    engine: str = Field(default_factory=default_engine)
+    queue: str | None = None
+    metric: str = "output_throughput"
+    lower_is_better: bool = False
+    min_effect_pct: float = Field(default=2.0, ge=0, le=MAX_MIN_EFFECT_PCT)
+    reps: int = Field(default=3, ge=1, le=MAX_PRESET_REPS)
+    # One unmeasured pass of the bench before the repetitions, on the same server: the first
+    # pass runs cold (lazy initialisation, allocator, caches) at about half speed, and as a
+    # sample it would widen every range. Run and recorded (the record's `warmup`), never a sample.
+    warmup: bool = True
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    bench: dict[str, Scalar] = Field(default_factory=dict)
+    overridable: tuple[str, ...] = ()
+    baseline: Config
+    approaches: tuple[Approach, ...] = ()  # none at all only when the preset has a sweep
+    sweep: Sweep | None = None
+    source: str = Field(default="", exclude=True)
+
+    @field_validator("engine")
+    @classmethod
+    def _registered(cls, value: str) -> str:
+        if value not in engine_names():
+            raise ValueError(f"unknown engine {value!r}; known engines: "
+                             f"{', '.join(sorted(engine_names()))}")
+        return value
+
+    def approach(self, name: str) -> Approach:
+        for approach in self.approaches:
+            if approach.name == name:
+                return approach
+        raise PresetError(f"preset {self.name!r} has no approach {name!r}")
+
+
+def _env_string(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    if isinstance(value, int | float):
+        return str(value)
+    return value
