@@ -2,7 +2,8 @@
 
 Resolution follows SPEC.md: an approach inherits the baseline, then its `extends` chain, then
 its own settings; its declared change is what it sets or inherits, or with `declares` only the
-listed knobs plus its chain's; `--set` applies to every configuration alike.
+listed knobs plus its chain's; `--set` applies to every configuration alike. The plan itself
+(`BatchPlan`, `to_plan`) is `jobs.core.batch_plan`'s, re-exported here.
 """
 
 from __future__ import annotations
@@ -10,83 +11,27 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from functools import cached_property
 from typing import Any
 
 import yaml
 
-from jobs.core.configs import RunConfig as RunConfig  # re-exported: plans are made of them
+from jobs.core.batch_plan import BatchPlan, to_plan
+from jobs.core.configs import RunConfig
 from jobs.core.configs import is_same_value as _same
 from jobs.core.configs import merge_args as _merge
 from jobs.core.errors import KnobError, UserError
-from jobs.core.points import PointConfigs, baseline_index
-from jobs.core.presets import PROTECTED_WHY, Approach, Preset, Scalar, is_protected_knob
+from jobs.core.points import baseline_index
+from jobs.core.preset_models import Approach, Preset, Scalar
+from jobs.core.protected_knobs import PROTECTED_WHY, is_protected_knob
 from jobs.core.secret_refs import is_literal_secret, literal_secret_reason, reference_name
-from jobs.core.sweeps import Sweep, SweepPlan, to_sweep_plan
+from jobs.core.sweeps import Sweep, SweepPlan
 from jobs.settings import is_secret_name
 
-
-@dataclass(frozen=True)
-class BatchPlan:
-    """A resolved batch: plain data, JSON-safe, what a worker needs to run it."""
-
-    preset: str
-    engine: str
-    queue: str
-    metric: str
-    lower_is_better: bool
-    min_effect_pct: float
-    reps: int
-    startup_s: float
-    bench_s: float
-    bench: dict[str, Any]
-    configs: tuple[RunConfig, ...]
-    overrides: dict[str, Any] = field(default_factory=dict)
-    warnings: tuple[str, ...] = ()
-    sweep: SweepPlan | None = None
-    confirms: str | None = None  # a confirmation batch: the sweep batch whose winner it re-runs
-    rerun_known: bool = False  # start known dead ends anyway (SPEC.md "Memory across batches")
-    warmup: bool = True  # one unmeasured bench pass before the repetitions (Preset.warmup)
-
-    @property
-    def baseline(self) -> RunConfig:
-        return self.configs[0]
-
-    @property
-    def approaches(self) -> tuple[RunConfig, ...]:
-        return self.configs[1:]
-
-    @cached_property
-    def points(self) -> Sequence[RunConfig]:
-        """The sweep's points' configurations, in grid order: built when asked for, never
-        stored (`jobs.core.points`); empty without a sweep."""
-        if self.sweep is None:
-            return ()
-        parent = self.sweep.extends or "baseline"
-        return PointConfigs(self.sweep, next(c for c in self.configs if c.approach == parent))
-
-    def config(self, approach: str) -> RunConfig:
-        for config in self.configs:
-            if config.approach == approach:
-                return config
-        if isinstance(self.points, PointConfigs) and (found := self.points.find(approach)):
-            return found
-        raise UserError(f"batch of {self.preset!r} has no approach {approach!r}")
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-def to_plan(data: dict[str, Any]) -> BatchPlan:
-    """The inverse of `BatchPlan.to_dict` (plans travel as JSON through the store and broker)."""
-    fields = dict(data)
-    fields["configs"] = tuple(RunConfig(**c) for c in fields["configs"])
-    fields["warnings"] = tuple(fields.get("warnings", ()))
-    fields.pop("points", None)  # stored before points were made on demand: the grid's own
-    if fields.get("sweep") is not None:
-        fields["sweep"] = to_sweep_plan(fields["sweep"])
-    return BatchPlan(**fields)
+# The plan's types are re-exported: callers build and read plans through this module.
+__all__ = [
+    "BatchPlan", "RunConfig", "confound_warnings", "confounds", "only", "parse_sets", "resolve",
+    "to_plan",
+]
 
 
 def parse_sets(items: list[str] | None) -> dict[str, Scalar]:
