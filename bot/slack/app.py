@@ -7,7 +7,8 @@ this process (a command's trigger_id, an event's event_id) is dropped at once, w
 Slack's retry headers say so, so that a `digest` or any other answer is posted once; the store
 keeps each answer's parts (bot.slack.replies), so a replay after a restart is dropped too; a
 `run`'s key also reaches `Dispatcher.submit`, whose store keeps it across restarts. A launch button
-(Retry, Re-run anyway) is keyed by the button, not the click: a double click starts one batch.
+(Retry, Re-run anyway) is keyed by the button, not the click: a double click starts one batch
+(the keys are bot.slack.deliveries').
 
 In distributed mode the threads read events through the Redis consumer group
 (bot.thread.durable_feed), so a restarted bot resumes where its predecessor stopped. The process
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import logging
 import os
 from collections import OrderedDict
@@ -32,6 +32,13 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 
 from bot.chat.router import Access, Caller, Router
 from bot.slack.client import SlackPoster, make_client
+from bot.slack.deliveries import (
+    button_value,
+    idempotency_key,
+    is_redelivery,
+    to_click,
+    to_launch,
+)
 from bot.slack.replies import answer, is_answered, request_ledger
 from bot.thread.messages import Feed, Message
 from bot.thread.store_retry import off_loop
@@ -45,25 +52,7 @@ log = logging.getLogger(__name__)
 SEEN_KEYS = 10_000
 AUTH_WARMUP_S = 3.0
 
-
-def idempotency_key(*parts: Any) -> str:
-    """A key that a retried delivery of the same request reproduces."""
-    raw = "\x1f".join(str(p) for p in parts)
-    return "slack:" + hashlib.sha256(raw.encode()).hexdigest()[:40]
-
-
-def retry_num(request: AsyncBoltRequest) -> int:
-    values = request.headers.get("x-slack-retry-num") or ["0"]
-    try:
-        return int(values[0])
-    except ValueError:
-        return 0
-
-
-def is_redelivery(request: AsyncBoltRequest, unique_id: Any) -> bool:
-    """Whether a delivery whose key was seen is dropped: always when the key holds Slack's
-    unique ID of the request (a trigger_id, an event_id), else when Slack says it retries."""
-    return bool(unique_id) or retry_num(request) > 0
+__all__ = ["SpecbenchBot", "idempotency_key", "run_bot"]  # the key: re-exported for callers
 
 
 class SpecbenchBot:
@@ -116,23 +105,23 @@ class SpecbenchBot:
         @app.action("specbench_cancel")
         async def on_cancel(ack: Any, body: dict[str, Any]) -> None:
             await ack()
-            self.spawn(self.handle(line=f"cancel {_value(body)}", **_clicker(body)))
+            self.spawn(self.handle(line=f"cancel {button_value(body)}", **to_click(body)))
 
         @app.action("specbench_retry")
         async def on_retry(ack: Any, body: dict[str, Any]) -> None:
             await ack()
-            self.spawn(self.handle(line=f"retry {_value(body)}", **_launcher(body)))
+            self.spawn(self.handle(line=f"retry {button_value(body)}", **to_launch(body)))
 
         @app.action("specbench_rerun_known")
         async def on_rerun_known(ack: Any, body: dict[str, Any]) -> None:
             await ack()  # the value is "BATCH APPROACH": that known dead end, started anyway
-            self.spawn(self.handle(line=f"retry {_value(body)} --rerun-known",
-                                   **_launcher(body)))
+            self.spawn(self.handle(line=f"retry {button_value(body)} --rerun-known",
+                                   **to_launch(body)))
 
         @app.action("specbench_logs")
         async def on_logs(ack: Any, body: dict[str, Any]) -> None:
             await ack()
-            self.spawn(self.show_logs(batch_id=_value(body), **_clicker(body)))
+            self.spawn(self.show_logs(batch_id=button_value(body), **to_click(body)))
 
     def spawn(self, work: Awaitable[None]) -> None:
         async def guarded() -> None:
@@ -253,32 +242,6 @@ class SpecbenchBot:
         finally:
             await handler.close_async()  # type: ignore[no-untyped-call]
             await self.shutdown()
-
-
-def _value(body: dict[str, Any]) -> str:
-    return str(body["actions"][0].get("value", ""))
-
-
-def _clicker(body: dict[str, Any]) -> dict[str, Any]:
-    message = body.get("message") or {}
-    return {
-        "user": body["user"]["id"], "channel": body["channel"]["id"],
-        "key": idempotency_key(body.get("trigger_id"), body["actions"][0].get("action_ts")),
-        "thread_ts": message.get("thread_ts") or message.get("ts"), "button": True,
-    }
-
-
-def _launcher(body: dict[str, Any]) -> dict[str, Any]:
-    """A launch button's click (Retry, Re-run anyway): keyed by the button itself (the message
-    it is on, its action and value), not by the click, so that a double click, or a second
-    person's click, finds the batch the first one started instead of starting another (the
-    store keeps the key, as for `run`)."""
-    message_ts = ((body.get("message") or {}).get("ts")
-                  or (body.get("container") or {}).get("message_ts"))  # an ephemeral message's
-    action = body["actions"][0]
-    return {**_clicker(body), "key": idempotency_key(
-        (body.get("team") or {}).get("id"), body["channel"]["id"], message_ts,
-        action.get("action_id"), action.get("value"))}
 
 
 def run_bot(*, http_port: int | None) -> int:

@@ -19,17 +19,15 @@ import hmac
 import logging
 import time
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from slack_bolt.adapter.starlette.async_handler import to_starlette_response
+from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
 from starlette.routing import Route
-
-if TYPE_CHECKING:
-    from bot.slack.app import SpecbenchBot
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +36,19 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 1 << 20
 MAX_AGE_S = 5 * 60  # Slack's replay window, as Bolt's own check has it
 _BOLT_VERIFIER_LOGGER = "slack_bolt.AsyncRequestVerification"
+
+
+class ServedBot(Protocol):
+    """What HTTP mode needs of a bot (bot.slack.app's SpecbenchBot): its Bolt app and signing
+    secret, and its start and stop for the server's lifespan. A protocol, so that this module
+    never imports the bot that imports it."""
+
+    app: AsyncApp
+    signing_secret: str | None
+
+    async def startup(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
 
 
 class BodyTooLarge(Exception):
@@ -94,7 +105,7 @@ def to_bolt_request(request: Request, body: bytes) -> AsyncBoltRequest | None:
     return bolt_request if isinstance(bolt_request.body, dict) else None
 
 
-def asgi_app(bot: SpecbenchBot) -> Starlette:
+def asgi_app(bot: ServedBot) -> Starlette:
     """The ASGI app of one bot: POST /slack/events, GET /healthz."""
     secret = bot.signing_secret
     bolt_logger = logging.getLogger(_BOLT_VERIFIER_LOGGER)
@@ -135,7 +146,7 @@ def asgi_app(bot: SpecbenchBot) -> Starlette:
                      lifespan=lifespan)
 
 
-async def serve_http(bot: SpecbenchBot, port: int, *, host: str = "0.0.0.0") -> None:
+async def serve_http(bot: ServedBot, port: int, *, host: str = "0.0.0.0") -> None:
     import uvicorn
 
     from bot.slack.linger import LingeringH11Protocol
