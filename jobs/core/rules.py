@@ -69,7 +69,8 @@ def engine_rule_files() -> list[Path]:
 def load_rules(path: Path | None = None) -> RuleSet:
     """The failure rules of `path` alone; by default the config folder's shared file merged
     with every engine's (`merge_rules`). Cached on each file's path, mtime and size."""
-    paths = [path] if path is not None else [settings.config_dir() / RULES_FILE]
+    paths = [path] if path is not None else [settings.config_dir() / RULES_FILE,
+                                              *engine_rule_files()]
     return _load_cached(tuple(_file_key(p.resolve()) for p in paths))
 
 
@@ -83,8 +84,10 @@ def merge_rules(parts: Sequence[tuple[str, RuleSet]]) -> RuleSet:
     for source, ruleset in parts:
         for rule in (*ruleset.rules, *ruleset.fallbacks):
             if rule.name in seen:
-                raise PresetError(f"{source}: rule {rule.name!r} is also in {seen[rule.name]}; "
-                                  "a rule's name is unique across the failure-rules files")
+                raise PresetError(
+                    f"{source}: rule {rule.name!r} is also in {seen[rule.name]}: a rule's name is "
+                    "unique across the shared rules and the engines' (rename one, or drop the "
+                    "copy of a shared rule)")
             seen[rule.name] = source
     causes = sorted((rule for _, ruleset in parts for rule in ruleset.rules),
                     key=lambda rule: RULE_TAGS.index(rule.tag))

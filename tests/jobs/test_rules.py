@@ -634,6 +634,7 @@ def test_missing_file(tmp_path: Path) -> None:
 
 def test_config_dir_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     write(tmp_path, "rules:\n" + GOOD_RULE)
+    (tmp_path / "engines").mkdir()  # its own engines, none with rules (tests/jobs/test_rules_merge)
     monkeypatch.setenv("SPECBENCH_CONFIG_DIR", str(tmp_path))
     assert [rule.name for rule in load_rules().rules] == ["oom"]
 
