@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from jobs import settings
 from jobs.engines import orphans
@@ -66,6 +66,18 @@ def is_port_free(port: int) -> bool:
         return True
 
 
+class Proc(Protocol):
+    """What a group needs of its child process: `subprocess.Popen` or a look-alike."""
+
+    pid: int
+    returncode: int | None
+    stdout: IO[str] | None
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 class ProcessGroup:
     """A child started in a new session; its output goes line by line, the secrets of its
     environment masked, to a log and a callback."""
@@ -92,19 +104,7 @@ class ProcessGroup:
         self._log: IO[str] = open(log_path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
         self.started_at = time.monotonic()
         try:
-            self.proc = subprocess.Popen(
-                self.argv,
-                env=env,
-                cwd=cwd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-                text=True,
-                encoding="utf-8",
-                errors="replace",
-                bufsize=1,
-            )
+            self.proc: Proc = self._spawn(env=env, cwd=cwd)
         except BaseException:
             self._log.close()  # a missing executable must not leak the log file
             raise
@@ -119,6 +119,24 @@ class ProcessGroup:
             self._signal(signal.SIGKILL)  # nothing would hold a handle on it otherwise
             self._log.close()
             raise
+
+    def _spawn(self, *, env: dict[str, str], cwd: Path | None) -> Proc:
+        """Start the child, its own session leader, stdout and stderr on one text pipe. A
+        subclass may start it another way (the local engine forks it from a warm process):
+        the group's pid must be the session's by the time this returns."""
+        return subprocess.Popen(
+            self.argv,
+            env=env,
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            text=True,
+            encoding="utf-8",
+            errors="replace",
+            bufsize=1,
+        )
 
     def _register(self) -> Path | None:
         with _live_lock:

@@ -2,6 +2,8 @@
 
 Each configuration runs `python -m jobs.engines.local.child --KNOB VALUE ...` through
 `ProcessGroup`, so a crash, a hang and a cancel end exactly as they do for a served engine.
+The child is forked from a warm server that has imported torch and transformers when it can
+(`jobs.engines.local.launcher`): milliseconds instead of seconds per configuration.
 The child reports its phases and numbers as `SPECBENCH-EVENT {json}` lines; this adapter turns
 them into phases, deadlines and a run record. No GPU, no download.
 """
@@ -15,6 +17,7 @@ import platform
 import queue
 import sys
 import time
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import metadata
@@ -26,6 +29,7 @@ from jobs.core.records import RunRecord
 from jobs.engines.base import RunContext, now_iso, server_env, to_run_record
 from jobs.engines.flags import to_flag
 from jobs.engines.local import child as local_child
+from jobs.engines.local import launcher
 from jobs.engines.procs import LineCallback, ProcessGroup
 from jobs.settings import redact
 
@@ -79,6 +83,16 @@ class LocalEngine:
 
     name = "local"
 
+    def __init__(self, *, fork: bool | None = None) -> None:
+        self.launcher = launcher.Launcher(fork=launcher.is_enabled() if fork is None else fork)
+        # The fork server ends with its engine: at `close`, when the engine is collected, or
+        # at exit (it also ends on its own when this process dies).
+        self._finalizer = weakref.finalize(self, self.launcher.close)
+
+    def close(self) -> None:
+        """Stop the warm fork server; a later run starts another."""
+        self._finalizer()
+
     def preflight(self, plan: BatchPlan) -> dict[str, str]:
         server = local_child.knob_flags("server")
         bench_reason = unknown_knobs_reason(plan.bench, local_child.knob_flags("bench"))
@@ -114,8 +128,9 @@ class LocalEngine:
                                  log_tail="\n".join([header, *started.unset]))
         events: queue.Queue[dict[str, Any]] = queue.Queue()
         ctx.on_phase("launching", {})
-        group = ProcessGroup(argv, env=env, log_path=ctx.log_path, on_line=_reader(events),
-                             secrets=secrets)
+        group = self.launcher.start(argv, env=env, log_path=ctx.log_path,
+                                    on_line=_reader(events), secrets=secrets,
+                                    should_stop=ctx.should_stop, wait_s=ctx.plan.startup_s)
         progress = _Progress()
         try:
             outcome, note = self._watch(group, events, progress, ctx)

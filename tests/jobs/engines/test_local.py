@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,15 +19,34 @@ from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
 from jobs.engines.base import RunContext
 from jobs.engines.local import child as local_child
-from jobs.engines.local import engine as local_engine
 from jobs.engines.local import model as local_model
 from jobs.engines.local.engine import LocalEngine
+from jobs.engines.local.forked import ForkedGroup
 from jobs.engines.procs import ProcessGroup, group_members
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 SMALL = ["--num-prompts", "6", "--input-len", "96", "--output-len", "48"]
+
+
+@pytest.fixture(scope="module")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("local-data")
+
+
+@pytest.fixture(autouse=True)
+def _one_data_dir(monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:
+    """One data dir for the module: the same environment, so the same warm fork server."""
+    monkeypatch.setenv("SPECBENCH_DATA_DIR", str(data_dir))
+
+
+@pytest.fixture(scope="module")
+def engine() -> Iterator[LocalEngine]:
+    """One engine for the module: its fork server imports torch once for every run."""
+    shared = LocalEngine()
+    yield shared
+    shared.close()
 
 
 @pytest.fixture(scope="module")
@@ -110,10 +132,10 @@ def test_fingerprint_names_the_cpu_in_spec_keys() -> None:
     assert fingerprint["torch"] == torch.__version__
 
 
-def test_baseline_and_prompt_lookup_run_end_to_end(tmp_path: Path) -> None:
+def test_baseline_and_prompt_lookup_run_end_to_end(engine: LocalEngine, tmp_path: Path) -> None:
     plan = _plan()
     phases: list[tuple[str, dict[str, Any]]] = []
-    base = _run(plan, 0, tmp_path, on_phase=lambda p, d: phases.append((p, d)))
+    base = _run(engine, plan, 0, tmp_path, on_phase=lambda p, d: phases.append((p, d)))
     assert base.status == "ok", base.log_tail
     assert len(base.metrics["output_throughput"]) == 2 and base.accept_length is None
     assert ("repetition", {"rep": 2, "of": 2}) in phases and phases[0][0] == "launching"
@@ -123,7 +145,7 @@ def test_baseline_and_prompt_lookup_run_end_to_end(tmp_path: Path) -> None:
     warm = next(d for name, d in phases if name == "result")  # the warm-up's
     assert warm == {"rep": 0, "of": 2, "metric": "output_throughput", "warmup": True,
                     "value": base.extra["warmup"]["output_throughput"]}
-    lookup = _run(plan, 1, tmp_path, baseline=base)
+    lookup = _run(engine, plan, 1, tmp_path, baseline=base)
     assert lookup.status == "ok", lookup.log_tail
     assert lookup.accept_length is not None and lookup.accept_length > 1.5
     assert lookup.extra["output_digest"] == base.extra["output_digest"]
@@ -131,12 +153,12 @@ def test_baseline_and_prompt_lookup_run_end_to_end(tmp_path: Path) -> None:
     assert "--baseline-digest" in lookup.log_tail.splitlines()[0]
 
 
-def test_the_warm_up_is_recorded_and_never_a_sample(tmp_path: Path) -> None:
+def test_the_warm_up_is_recorded_and_never_a_sample(engine: LocalEngine, tmp_path: Path) -> None:
     """One pass before the repetitions: its figures in the record's `warmup`, its
     throughput in no metric list; `--warmup` reaches the child only when the plan has one."""
     plan = _plan()
     phases: list[tuple[str, dict[str, Any]]] = []
-    record = _run(plan, 0, tmp_path, on_phase=lambda p, d: phases.append((p, d)))
+    record = _run(engine, plan, 0, tmp_path, on_phase=lambda p, d: phases.append((p, d)))
     assert record.status == "ok", record.log_tail
     warmup = record.extra["warmup"]
     assert warmup["completed"] == 2 and warmup["tokens"] == 2 * 48
@@ -151,11 +173,11 @@ def test_the_warm_up_is_recorded_and_never_a_sample(tmp_path: Path) -> None:
     assert "--warmup" in LocalEngine().to_child_argv(plan.baseline, _ctx(plan, tmp_path))
 
 
-def test_warmup_false_runs_no_warm_up(tmp_path: Path) -> None:
+def test_warmup_false_runs_no_warm_up(engine: LocalEngine, tmp_path: Path) -> None:
     plan = dataclasses.replace(_plan(), warmup=False)
     assert "--warmup" not in LocalEngine().to_child_argv(plan.baseline, _ctx(plan, tmp_path))
     phases: list[tuple[str, dict[str, Any]]] = []
-    record = _run(plan, 0, tmp_path, on_phase=lambda p, d: phases.append((p, d)))
+    record = _run(engine, plan, 0, tmp_path, on_phase=lambda p, d: phases.append((p, d)))
     assert record.status == "ok", record.log_tail
     assert record.extra["warmup"] is None
     assert "warmup" not in [name for name, _ in phases]
@@ -163,23 +185,27 @@ def test_warmup_false_runs_no_warm_up(tmp_path: Path) -> None:
     assert "warm-up" not in record.log_tail
 
 
-def test_an_output_that_differs_from_the_baseline_fails(tmp_path: Path) -> None:
+def test_an_output_that_differs_from_the_baseline_fails(
+    engine: LocalEngine, tmp_path: Path
+) -> None:
     plan = _plan()
     forged = RunRecord(
         batch="b-test", preset="cpu-demo", approach="baseline", role="baseline", status="ok",
         server_args=plan.baseline.server_args,
         extra={"output_digest": "0" * 64, "prompt_digests": ["0" * 12, "0" * 12]},
     )
-    record = _run(plan, 1, tmp_path, baseline=forged)
+    record = _run(engine, plan, 1, tmp_path, baseline=forged)
     assert record.status == "failed" and record.exit_code == 1
     assert "LosslessnessError: greedy output differs from the baseline's at prompt 0" in (
         record.log_tail
     )
 
 
-def test_a_draft_with_another_vocabulary_fails_as_bad_config(tmp_path: Path) -> None:
+def test_a_draft_with_another_vocabulary_fails_as_bad_config(
+    engine: LocalEngine, tmp_path: Path
+) -> None:
     plan = _plan(approach={"draft-layers": 1, "draft-vocab-size": 2048})
-    record = _run(plan, 1, tmp_path)
+    record = _run(engine, plan, 1, tmp_path)
     assert record.status == "failed" and record.exit_code == 1
     last = record.log_tail.splitlines()[-1]
     assert "--draft-vocab-size 2048 and --vocab-size 1024 cannot be used together" in last
@@ -188,29 +214,72 @@ def test_a_draft_with_another_vocabulary_fails_as_bad_config(tmp_path: Path) -> 
 
 
 def test_a_cancel_stops_the_process_group_within_a_second(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    engine: LocalEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    groups: list[ProcessGroup] = []
-
-    class Recorded(ProcessGroup):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            groups.append(self)
-
-    monkeypatch.setattr(local_engine, "ProcessGroup", Recorded)
+    groups = record_groups(engine, monkeypatch)
     plan = dataclasses.replace(_plan(), reps=50)
     asked: list[float] = []
 
     def should_stop() -> bool:
-        ready = any(line.startswith(local_child.EVENT_PREFIX) for line in groups[0].tail)
+        ready = bool(groups) and any(
+            line.startswith(local_child.EVENT_PREFIX) for line in groups[0].tail)
         if ready and not asked:
             asked.append(time.monotonic())
         return bool(asked)
 
-    record = _run(plan, 0, tmp_path, should_stop=should_stop)
+    record = _run(engine, plan, 0, tmp_path, should_stop=should_stop)
     assert time.monotonic() - asked[0] < 1.0
     assert record.status == "cancelled" and record.exit_code is not None
     assert group_members(groups[0].pgid) == []
+    assert isinstance(groups[0], ForkedGroup)  # from the warm server, its own session
+
+
+def test_a_forked_child_that_crashes_fails_and_leaves_nothing(
+    engine: LocalEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    groups = record_groups(engine, monkeypatch)
+    plan = dataclasses.replace(_plan(), reps=50)
+    killed: list[int] = []
+
+    def on_phase(phase: str, details: dict[str, Any]) -> None:
+        if phase == "ready" and not killed:
+            pid = groups[0].pgid
+            assert os.getsid(pid) == pid and os.getpgid(pid) == pid
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    record = _run(engine, plan, 0, tmp_path, on_phase=on_phase)
+    assert killed and isinstance(groups[0], ForkedGroup)
+    assert record.status == "failed" and record.exit_code == -signal.SIGKILL
+    assert group_members(groups[0].pgid) == []
+
+
+def test_the_configuration_env_reaches_the_forked_child(
+    engine: LocalEngine, tmp_path: Path
+) -> None:
+    """OMP_NUM_THREADS is read when torch loads: a child forked from a server started with
+    another environment would ignore it, so another environment gets its own server."""
+    plan = _plan()
+    base = plan.baseline
+    args = {k: v for k, v in base.server_args.items() if k != "threads"}
+    config = dataclasses.replace(base, server_args=args, env={"OMP_NUM_THREADS": "1"})
+    record = _run(engine, dataclasses.replace(plan, configs=(config,)), 0, tmp_path)
+    assert record.status == "ok", record.log_tail
+    assert ", 1 threads" in record.log_tail  # torch's default is one per core
+    assert engine.launcher.fresh == 0
+
+
+def record_groups(engine: LocalEngine, monkeypatch: pytest.MonkeyPatch) -> list[ProcessGroup]:
+    """The groups `engine` starts from now on, in order."""
+    groups: list[ProcessGroup] = []
+    start = engine.launcher.start
+
+    def recorded(*args: Any, **kwargs: Any) -> ProcessGroup:
+        groups.append(start(*args, **kwargs))
+        return groups[-1]
+
+    monkeypatch.setattr(engine.launcher, "start", recorded)
+    return groups
 
 
 def _plan(*, approach: dict[str, Any] | None = None) -> BatchPlan:
@@ -235,6 +304,7 @@ def _ctx(plan: BatchPlan, tmp_path: Path) -> RunContext:
 
 
 def _run(
+    engine: LocalEngine,
     plan: BatchPlan,
     index: int,
     tmp_path: Path,
@@ -249,4 +319,4 @@ def _run(
         fingerprint={}, on_phase=on_phase or (lambda phase, details: None),
         should_stop=should_stop or (lambda: False), baseline=baseline,
     )
-    return LocalEngine().run(config, ctx)
+    return engine.run(config, ctx)

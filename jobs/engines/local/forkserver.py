@@ -1,0 +1,217 @@
+"""The local engine's fork server: torch and transformers imported once, a child forked per run.
+
+`python -m jobs.engines.local.forkserver SOCKET [MODULE ...]` imports the modules named (import
+only: no torch op runs here, so no intra-op thread pool exists when it forks), listens on a unix
+socket (SOCK_SEQPACKET: one message per request) and prints `READY` once. Each request carries a
+command line (`python -m MODULE ARGS` or `python -c CODE ARGS`), its environment and its working
+directory, with the write end of the pipe the engine reads as its one file descriptor. The
+server forks; the child becomes a session leader (its pid is its process group, as with
+`start_new_session`), dies with the server (PR_SET_PDEATHSIG), takes the pipe as stdout and
+stderr, the environment and directory as its own, and runs the command as `python` would. The
+server answers `{"pid": N}` once the child leads its session, `{"exit": CODE}` (Popen's
+returncode: -SIGNAL when killed) once it has reaped it.
+
+It exits when its first connection (the engine's control connection) closes, when its parent
+process is gone, or after IDLE_S without a child; a child still running then is SIGKILLed with
+its group. Its own children otherwise outlive nothing: each dies when the server dies.
+"""
+
+from __future__ import annotations
+
+import atexit
+import ctypes
+import importlib
+import json
+import os
+import random
+import runpy
+import select
+import signal
+import socket
+import sys
+import time
+import traceback
+from typing import Any
+
+READY = "SPECBENCH-FORKSERVER ready"
+IDLE_S = 300.0
+_POLL_S = 0.2
+_PR_SET_PDEATHSIG = 1
+_MAX_MESSAGE = 1 << 20
+
+
+class Server:
+    """The accept-fork-reap loop; its state is the sockets and the children it forked."""
+
+    def __init__(self, path: str) -> None:
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.listener.bind(path)
+        self.listener.listen(64)
+        self.parent = os.getppid()
+        self.control: socket.socket | None = None
+        self.idle: list[socket.socket] = []  # connections that have not sent a request yet
+        self.children: dict[int, socket.socket] = {}  # pid -> the connection that asked for it
+        self.last_active = time.monotonic()
+
+    def serve(self) -> None:
+        try:
+            while self._should_run():
+                ready, _, _ = select.select([self.listener, *self._inputs()], [], [], _POLL_S)
+                for sock in ready:
+                    self._on_readable(sock)
+                self._reap()
+        finally:
+            for pid in self.children:
+                _killpg(pid)
+            self._reap()
+
+    def _should_run(self) -> bool:
+        if os.getppid() != self.parent:
+            return False  # the engine's process died: nothing will ask again
+        if self.children:
+            self.last_active = time.monotonic()
+        return time.monotonic() - self.last_active < IDLE_S
+
+    def _inputs(self) -> list[socket.socket]:
+        return [*([self.control] if self.control else []), *self.idle]
+
+    def _on_readable(self, sock: socket.socket) -> None:
+        if sock is self.listener:
+            conn, _ = self.listener.accept()
+            if self.control is None:
+                self.control = conn  # the engine's: its close ends the server
+            else:
+                self.idle.append(conn)
+            return
+        message, fds, _, _ = socket.recv_fds(sock, _MAX_MESSAGE, 4)
+        if sock is self.control:
+            for fd in fds:
+                os.close(fd)
+            if not message:
+                raise SystemExit(0)  # the engine is done, or its process died
+            return
+        self.idle.remove(sock)
+        if not message or len(fds) != 1:
+            for fd in fds:
+                os.close(fd)
+            sock.close()
+            return
+        self.last_active = time.monotonic()
+        self._fork(json.loads(message), out_fd=fds[0], conn=sock)
+
+    def _fork(self, request: dict[str, Any], *, out_fd: int, conn: socket.socket) -> None:
+        sync_r, sync_w = os.pipe()
+        server = os.getpid()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            os.close(sync_r)
+            self._close_all()
+            _child(request, out_fd=out_fd, sync_w=sync_w, server=server)
+        os.close(sync_w)
+        os.close(out_fd)
+        select.select([sync_r], [], [], 10.0)  # the child leads its session (or died trying)
+        os.close(sync_r)
+        self.children[pid] = conn
+        conn.send(json.dumps({"pid": pid}).encode())
+
+    def _close_all(self) -> None:
+        for sock in [self.listener, *self._inputs(), *self.children.values()]:
+            sock.close()
+
+    def _reap(self) -> None:
+        while self.children:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            conn = self.children.pop(pid, None)
+            if conn is not None:
+                try:
+                    conn.send(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode())
+                except OSError:
+                    pass  # the engine no longer listens
+                conn.close()
+
+
+def _child(request: dict[str, Any], *, out_fd: int, sync_w: int, server: int) -> None:
+    """In the forked child: become what a fresh `python` started by the engine would be, run
+    the command, exit with its status. Never returns."""
+    code = 1
+    try:
+        os.setsid()
+        _die_with_parent()
+        os.write(sync_w, b"1")
+        os.close(sync_w)
+        if os.getppid() != server:
+            os._exit(1)  # the server died before PR_SET_PDEATHSIG took
+        os.dup2(out_fd, 1)
+        os.dup2(out_fd, 2)
+        os.close(out_fd)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        os.chdir(request["cwd"])
+        random.seed()  # from os.urandom, as a fresh interpreter's is, not the server's state
+        code = run_argv(request["argv"])
+        atexit._run_exitfuncs()  # what a fresh interpreter runs on its way out
+    except BaseException:  # noqa: BLE001 - nothing may return into the server's loop
+        traceback.print_exc()
+    finally:
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001
+                pass
+        os._exit(code)
+
+
+def run_argv(argv: list[str]) -> int:
+    """Run `python -m MODULE ARGS` or `python -c CODE ARGS` in this interpreter; the exit code
+    `python` would give (SystemExit's code, 1 and a traceback on an exception)."""
+    try:
+        if argv[1] == "-m":
+            sys.argv = [argv[0], *argv[3:]]
+            runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+        elif argv[1] == "-c":
+            sys.argv = ["-c", *argv[3:]]
+            exec(compile(argv[2], "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102
+        else:
+            raise ValueError(f"the fork server runs `-m MODULE` or `-c CODE`, not {argv[1:2]}")
+    except SystemExit as exc:
+        if exc.code is None or isinstance(exc.code, int):
+            return exc.code or 0
+        print(exc.code, file=sys.stderr)
+        return 1
+    except BaseException:  # noqa: BLE001 - as the interpreter's own excepthook would
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def _die_with_parent() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def _killpg(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def main(argv: list[str]) -> int:
+    path, modules = argv[0], argv[1:]
+    for module in modules:
+        importlib.import_module(module)
+    server = Server(path)
+    print(READY, flush=True)
+    server.serve()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
