@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import select
 import shutil
 import signal
 import socket
@@ -104,8 +103,8 @@ class ForkServer:
                 socket.send_fds(conn, [json.dumps(request).encode()], [write_fd])
             finally:
                 os.close(write_fd)  # the child holds it now: EOF when it (and its own) exit
-            ready, _, _ = select.select([conn], [], [], _REPLY_S)
-            reply = conn.recv(4096) if ready else b""
+            conn.settimeout(_REPLY_S)  # not select(): a worker's fds may pass FD_SETSIZE
+            reply = conn.recv(4096)
             if not reply:
                 raise ForkUnavailable("the fork server did not answer")
             pid = int(json.loads(reply)["pid"])
@@ -160,12 +159,13 @@ class ForkedProc:
         return code
 
     def _check(self, *, timeout: float) -> None:
+        """Read the server's exit report if one has come (0: do not wait)."""
         if self._conn is not None:
-            ready, _, _ = select.select([self._conn], [], [], timeout)
-            if not ready:
-                return
+            self._conn.settimeout(timeout)
             try:
                 reply: dict[str, Any] = json.loads(self._conn.recv(4096) or b"{}")
+            except (TimeoutError, BlockingIOError):
+                return  # still running
             except (OSError, ValueError):
                 reply = {}
             self._conn.close()
