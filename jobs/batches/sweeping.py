@@ -116,13 +116,29 @@ def add_sweep(
     measured: Mapping[str, float | None],
     confirmation: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    """The sweep batch's report with its `sweep` key; its key achievement is the confirmation's
-    (the best of many noisy points is not one until confirmed)."""
+    """The sweep batch's report with its `sweep` key and its next steps judged by the
+    confirmation alone (jobs.core.sweeps.confirmed_steps)."""
     assert plan.sweep is not None
-    base_value = report["baseline"]["value"]
+    _add_section(report, plan, measured, confirmation)
+    report["next_steps"] = confirmed_steps(
+        report["next_steps"], plan.sweep, confirmation, metric=plan.metric,
+        base_value=report["baseline"]["value"])
+    return report
+
+
+def _add_section(
+    report: dict[str, Any],
+    plan: BatchPlan,
+    measured: Mapping[str, float | None],
+    confirmation: Mapping[str, Any] | None,
+) -> None:
+    """The report's `sweep` key, its best point against its parent, and its key achievement
+    the confirmation's (the best of many noisy points is not one until confirmed): for a sweep
+    that has ended and for one still running alike."""
+    assert plan.sweep is not None
     report["sweep"] = sweep_section(
-        plan.sweep, measured, base_value=base_value, lower_is_better=plan.lower_is_better,
-        confirmation=confirmation,
+        plan.sweep, measured, base_value=report["baseline"]["value"],
+        lower_is_better=plan.lower_is_better, confirmation=confirmation,
     )
     best = report["sweep"]["best"]
     if best is not None:
@@ -135,9 +151,6 @@ def add_sweep(
         report["key_achievement"] = None if not confirmed or confirmation is None else {
             **key, "value": confirmation["value"], "delta_pct": confirmation["delta_pct"],
         }
-    report["next_steps"] = confirmed_steps(
-        report["next_steps"], plan.sweep, confirmation, metric=plan.metric, base_value=base_value)
-    return report
 
 
 class ConfirmationRelay:
@@ -178,14 +191,5 @@ def add_running(
     measured = point_values(plan, records)
     if confirmation is not None and confirmation["verdict"] is not None:
         return add_sweep(report, plan, measured, confirmation)
-    report["sweep"] = sweep_section(
-        plan.sweep, measured, base_value=report["baseline"]["value"],
-        lower_is_better=plan.lower_is_better, confirmation=confirmation)
-    best = report["sweep"]["best"]
-    if best is not None:
-        best["vs_parent"] = vs_parent(best, report, extends=plan.sweep.extends,
-                                      lower_is_better=plan.lower_is_better)
-    key = report.get("key_achievement")
-    if key is not None and plan.sweep.is_point(str(key.get("approach"))):
-        report["key_achievement"] = None
+    _add_section(report, plan, measured, confirmation)  # no verdict: no key achievement
     return report

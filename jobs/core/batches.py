@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from jobs.core.plans import BatchPlan
+from jobs.core.batch_plan import BatchPlan
 
 
 @dataclass(frozen=True)

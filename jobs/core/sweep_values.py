@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from jobs.core.plans import BatchPlan
+from jobs.core.batch_plan import BatchPlan
 from jobs.core.records import RunRecord
 from jobs.core.verdicts import median
 
