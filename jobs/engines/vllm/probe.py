@@ -9,7 +9,9 @@ VLLM = probe.Probe(
     package="vllm",
     variable="SPECBENCH_VLLM_PYTHON",
     help_args=("-m", "vllm.entrypoints.cli.main", "serve", "--help=all"),
-    prog="vllm serve",
+    # `python -m vllm.entrypoints.cli.main serve` refuses an unknown flag from its top-level
+    # parser: "main.py: error: unrecognized arguments: --X" (0.33.0)
+    prog="main.py",
 )
 
 

@@ -71,8 +71,9 @@ def test_a_run_measures_and_the_speculative_one_has_its_accept_length(
     standin: Standin,
 ) -> None:
     base = config(standin, "baseline", role="baseline")
-    fast = config(standin, "eagle3", server_args=EAGLE3,
-                  env={"STANDIN_THROUGHPUT": "140", "STANDIN_ACCEPT_LENGTH": "2.6"})
+    fast = config(standin, "eagle3", server_args=EAGLE3, env={"STANDIN_THROUGHPUT": "140"})
+    fast = dataclasses.replace(fast, change={"server_args": EAGLE3,
+                                             "env": {"STANDIN_THROUGHPUT": "140"}})
     batch = plan(base, fast)
     engine = get_engine("vllm")
     assert isinstance(engine, VLLMEngine) and engine.preflight(batch) == {}
@@ -82,10 +83,10 @@ def test_a_run_measures_and_the_speculative_one_has_its_accept_length(
     assert len(records[0].samples("output_throughput")) == 2
     assert records[0].accept_length is None
     assert records[1].accept_length is not None and 1.5 < records[1].accept_length < 3.5
-    assert records[1].engine == "vllm" and records[1].extra["warmup"] is None
-    assert [name for name, _ in phases[:3]] == ["launching", "ready", "repetition"]
+    assert records[1].engine == "vllm"
+    assert [name for name, _ in phases[:3]] == ["launching", "ready", "warmup"]
     verdict = judge(records[1], records[0], metric=Metric(), rules=load_rules())
-    assert verdict.verdict == "improved"
+    assert verdict.verdict == "improved", verdict.why
     server = standin.notes("server")[0]
     assert server["role"] == "server"
     standin.assert_clean()
@@ -130,7 +131,7 @@ def test_preflight_refuses_a_flag_the_release_lacks_and_takes_abbreviations(
     refused = VLLMEngine().preflight(plan(base, gone))
     assert list(refused) == ["gone"]
     assert refused["gone"].startswith(
-        "vllm serve: error: unrecognized arguments: --use-v2-block-manager")
+        "main.py: error: unrecognized arguments: --use-v2-block-manager")
     assert standin.notes("server") == []
 
 
