@@ -14,7 +14,7 @@ from typing import Any
 
 from bot.thread.batch_thread import BatchThread
 from bot.thread.messages import Ack, Feed, Poster
-from bot.thread.store_retry import FIRST_PAUSE_S, describe, is_blip, next_pause, patiently
+from bot.thread.store_retry import Outage, patiently
 from jobs.batches.dispatch import Dispatcher, Submitted
 from jobs.core.events import Event
 from jobs.ops.owners import process_owner
@@ -183,7 +183,7 @@ class ThreadHub:
 
     def _spawn(self, thread: BatchThread, opening: Any) -> asyncio.Task[None]:
         async def run() -> None:
-            step, pause = opening, FIRST_PAUSE_S
+            step, outage = opening, Outage(f"thread of batch {thread.row.id}")
             try:
                 while True:
                     try:
@@ -196,13 +196,10 @@ class ThreadHub:
                     except asyncio.CancelledError:
                         raise
                     except Exception as exc:
-                        if not is_blip(exc):
-                            raise
-                        # open() and follow() resume where they were; finish() posts once
-                        log.warning("thread of batch %s: the store is unreachable (%s); "
-                                    "carrying on in %.1f s", thread.row.id, describe(exc), pause)
-                        await asyncio.sleep(pause)
-                        step, pause = thread.open(), next_pause(pause)
+                        # Through an outage (anything else is raised), the house's backoff;
+                        # open() and follow() resume where they were, finish() posts once.
+                        await asyncio.sleep(outage.failed(exc))
+                        step = thread.open()
                 self._foreign.add(thread.row.id)  # ended: its late events need no thread
             except asyncio.CancelledError:
                 raise
