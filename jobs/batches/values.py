@@ -58,7 +58,8 @@ def check_values(plan: BatchPlan, *, sets: Sequence[str] = ()) -> None:
 
 def check_required(plan: BatchPlan) -> None:
     """Raise PresetError when a configuration lacks a server arg its engine cannot run without
-    (its engine.yaml's `required_args`: the model vLLM serves, its positional argument)."""
+    (its engine.yaml's `required_args`, e.g. the model a served engine takes as its positional
+    argument)."""
     info = describe(plan.engine)
     for config in plan.configs:
         for arg in info.required_args:

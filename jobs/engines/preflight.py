@@ -18,7 +18,7 @@ from jobs.core.plans import BatchPlan, RunConfig
 from jobs.engines.flags import to_flag
 from jobs.engines.probe import LaunchHelp
 
-PROG = LaunchHelp.__dataclass_fields__["prog"].default  # a help without a usage line
+PROG = "launch_server.py"  # argparse's prog when a help shows no usage line
 
 
 class FlagTable(Protocol):

@@ -23,7 +23,7 @@ from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
 from jobs.engines import preflight
 from jobs.engines.base import RunContext
-from jobs.engines.dialect import prompts_given, seeded
+from jobs.engines.dialect import is_real, prompts_given, seeded
 from jobs.engines.fingerprint import host_fingerprint
 from jobs.engines.flags import to_flag
 from jobs.engines.served import run_served
@@ -83,7 +83,7 @@ class SGLangDialect:
     """What SGLang says differently (jobs.engines.served.Dialect)."""
 
     bench_name = "bench_serving"
-    ready_line = READY_LINE
+    ready_line: str | None = READY_LINE
     metrics = INFO.metrics
 
     def __init__(self, python: str) -> None:
@@ -123,8 +123,7 @@ class SGLangDialect:
     def accept_length(self, result: Mapping[str, Any], before: Mapping[str, float],
                       after: Mapping[str, float]) -> float | None:
         value = result.get("accept_length")
-        ok = isinstance(value, int | float) and not isinstance(value, bool) and value > 0
-        return float(value) if ok else None
+        return float(value) if is_real(value) and value > 0 else None
 
 
 class SGLangEngine:

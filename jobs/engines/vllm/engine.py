@@ -91,7 +91,7 @@ class VLLMDialect:
     """What vLLM says differently (jobs.engines.served.Dialect)."""
 
     bench_name = "vllm bench serve"
-    ready_line = None
+    ready_line: str | None = None
     metrics = INFO.metrics
 
     def __init__(self, python: str, model: str) -> None:
