@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from zoneinfo import ZoneInfo
 
+from jobs.core.batches import BatchRow
 from jobs.core.digest_memory import judged
 from jobs.core.experiments import experiment_id
 from jobs.core.records import RunRecord
 from jobs.core.units import unit_of
-
-if TYPE_CHECKING:
-    from jobs.store import BatchRow
 
 
 def experiment_best(
