@@ -26,6 +26,7 @@ import os
 import random
 import runpy
 import select
+import shutil
 import signal
 import socket
 import sys
@@ -209,7 +210,12 @@ def main(argv: list[str]) -> int:
         importlib.import_module(module)
     server = Server(path)
     print(READY, flush=True)
-    server.serve()
+    try:
+        server.serve()
+    finally:
+        # Its folder (the socket, the log) goes with it: an engine that died cannot remove it,
+        # and one that closes it has the log's tail in memory.
+        shutil.rmtree(os.path.dirname(path), ignore_errors=True)
     return 0
 
 

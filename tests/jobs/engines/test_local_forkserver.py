@@ -120,6 +120,7 @@ def test_the_fork_server_ends_with_its_engine(tmp_path: Path, monkeypatch: pytes
             del engine
             gc.collect()
         assert group_members(server.group.pgid) == [], ending
+        assert not Path(server.path).parent.exists(), ending
         assert not list((tmp_path / "data" / "run" / "embedded").glob("pg-*.json")), ending
 
 
@@ -131,7 +132,7 @@ launcher = Launcher(modules=())
 group = launcher.start([sys.executable, "-c", "import time; time.sleep(60)"],
                        env=dict(os.environ), log_path=Path(sys.argv[1]), on_line=lambda l: None,
                        secrets=(), should_stop=lambda: False, wait_s=30)
-print(launcher._server.group.pgid, group.pgid, flush=True)
+print(launcher._server.group.pgid, group.pgid, launcher._server.path, flush=True)
 time.sleep(60)
 """
 
@@ -142,12 +143,14 @@ def test_the_fork_server_and_its_children_die_with_their_parent(tmp_path: Path) 
                               env=env, stdout=subprocess.PIPE, text=True, cwd=REPO)
     try:
         assert parent.stdout is not None
-        server_pgid, child_pgid = map(int, parent.stdout.readline().split())
+        server, child, socket_path = parent.stdout.readline().split()
+        server_pgid, child_pgid, folder = int(server), int(child), Path(socket_path).parent
         assert group_members(server_pgid) and group_members(child_pgid)
         parent.send_signal(signal.SIGKILL)
         parent.wait(timeout=10)
         wait_for(lambda: not group_members(server_pgid) and not group_members(child_pgid),
                  "the server and its child to die with their parent", timeout=5)
+        wait_for(lambda: not folder.exists(), "the server to remove its folder", timeout=2)
     finally:
         parent.kill()
         parent.wait()
