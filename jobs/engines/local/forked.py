@@ -30,9 +30,10 @@ from jobs.engines.local import forkserver
 from jobs.engines.pids import is_alive
 from jobs.engines.procs import Proc, ProcessGroup
 
-# What a child of the local engine imports: a few seconds that every child skips.
+# What a child of the local engine imports: seconds that every child skips. Not the child's
+# own module: `-m` runs it afresh, as `python -m` would (runpy warns about a module imported).
 PRELOAD = ("torch", "transformers", "transformers.models.llama.modeling_llama",
-           "jobs.engines.local.child")
+           "jobs.engines.local.model")
 _REPLY_S = 10.0
 # Set by pytest for each test, read by no library at import: a server started under one test may
 # fork the children of the next (they still get it exactly, as every other variable).

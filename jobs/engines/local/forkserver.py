@@ -19,6 +19,7 @@ its group. Its own children otherwise outlive nothing: each dies when the server
 from __future__ import annotations
 
 import atexit
+import builtins
 import ctypes
 import importlib
 import json
@@ -32,6 +33,7 @@ import socket
 import sys
 import time
 import traceback
+import types
 from typing import Any
 
 READY = "SPECBENCH-FORKSERVER ready"
@@ -170,15 +172,19 @@ def _child(request: dict[str, Any], *, out_fd: int, sync_w: int, server: int) ->
 
 
 def run_argv(argv: list[str]) -> int:
-    """Run `python -m MODULE ARGS` or `python -c CODE ARGS` in this interpreter; the exit code
-    `python` would give (SystemExit's code, 1 and a traceback on an exception)."""
+    """Run `python -m MODULE ARGS` or `python -c CODE ARGS` in this interpreter as `python`
+    would: in a fresh `__main__`, through runpy's own entry for -m, a traceback from the same
+    frame on, the same exit code (SystemExit's, 1 after an exception)."""
+    main = types.ModuleType("__main__")
+    main.__dict__["__builtins__"] = builtins
+    sys.modules["__main__"] = main
     try:
         if argv[1] == "-m":
-            sys.argv = [argv[0], *argv[3:]]
-            runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+            sys.argv = ["-m", *argv[3:]]
+            runpy._run_module_as_main(argv[2], alter_argv=True)  # type: ignore[attr-defined]
         elif argv[1] == "-c":
             sys.argv = ["-c", *argv[3:]]
-            exec(compile(argv[2], "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102
+            exec(compile(argv[2], "<string>", "exec"), main.__dict__)  # noqa: S102
         else:
             raise ValueError(f"the fork server runs `-m MODULE` or `-c CODE`, not {argv[1:2]}")
     except SystemExit as exc:
@@ -186,8 +192,9 @@ def run_argv(argv: list[str]) -> int:
             return exc.code or 0
         print(exc.code, file=sys.stderr)
         return 1
-    except BaseException:  # noqa: BLE001 - as the interpreter's own excepthook would
-        traceback.print_exc()
+    except BaseException as exc:  # noqa: BLE001 - as the interpreter's own excepthook would
+        tb = exc.__traceback__
+        traceback.print_exception(type(exc), exc, tb.tb_next if tb else None)  # not this frame
         return 1
     return 0
 

@@ -21,7 +21,7 @@ from jobs.engines.local.engine import LocalEngine
 from jobs.engines.local.forked import ForkedGroup, ForkUnavailable
 from jobs.engines.local.launcher import Launcher
 from jobs.engines.pids import is_alive
-from jobs.engines.procs import ProcessGroup, group_members
+from jobs.engines.procs import ProcessGroup, group_members, kill_orphans
 
 REPO = Path(__file__).resolve().parents[3]
 SHOW = ("import json, os; print(json.dumps({'env': dict(os.environ), 'pid': os.getpid(), "
@@ -42,9 +42,14 @@ def launcher(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Launch
 
 def start(launcher: Launcher, tmp_path: Path, code: str, *args: str,
           env: dict[str, str] | None = None) -> ProcessGroup:
-    return launcher.start([sys.executable, "-c", code, *args], env=env or dict(os.environ),
-                          log_path=tmp_path / "child.log", on_line=lambda line: None,
-                          secrets=(), should_stop=lambda: False, wait_s=30)
+    return start_argv(launcher, tmp_path, [sys.executable, "-c", code, *args], env=env)
+
+
+def start_argv(launcher: Launcher, tmp_path: Path, argv: list[str],
+               env: dict[str, str] | None = None) -> ProcessGroup:
+    return launcher.start(argv, env=env or dict(os.environ), log_path=tmp_path / "child.log",
+                          on_line=lambda line: None, secrets=(), should_stop=lambda: False,
+                          wait_s=30)
 
 
 def finished(group: ProcessGroup) -> list[str]:
@@ -151,6 +156,9 @@ def test_the_fork_server_and_its_children_die_with_their_parent(tmp_path: Path) 
         wait_for(lambda: not group_members(server_pgid) and not group_members(child_pgid),
                  "the server and its child to die with their parent", timeout=5)
         wait_for(lambda: not folder.exists(), "the server to remove its folder", timeout=2)
+        registry = tmp_path / "data" / "run" / "embedded"
+        assert len(list(registry.glob("pg-*.json"))) == 2  # both groups were registered
+        assert kill_orphans(registry) == [] and not list(registry.glob("pg-*.json"))
     finally:
         parent.kill()
         parent.wait()
@@ -188,3 +196,21 @@ def test_a_fresh_process_when_the_fork_server_dies_or_fails(
     fresh = start(launcher, tmp_path, SHOW)
     assert type(fresh) is ProcessGroup and launcher.fresh == 1
     assert json.loads(finished(fresh)[-1])["pid"] == fresh.pgid
+
+
+@pytest.mark.parametrize("argv", [
+    ["-c", "import sys; print(sys.argv[1:]); raise RuntimeError('boom') from KeyError('k')", "x"],
+    ["-m", "json.tool", "--no-such-flag"],
+    ["-m", "specbench_no_such_module"],
+    ["-c", "import sys; sys.exit('a message, exit 1')"],
+])
+def test_a_forked_child_writes_and_exits_as_a_fresh_one(
+    launcher: Launcher, tmp_path: Path, argv: list[str]
+) -> None:
+    """Same lines (tracebacks from the same frame, argparse's usage, runpy's errors), same code."""
+    fresh_launcher = Launcher(fork=False)
+    fresh = start_argv(fresh_launcher, tmp_path, [sys.executable, *argv])
+    forked_group = start_argv(launcher, tmp_path, [sys.executable, *argv])
+    assert isinstance(forked_group, ForkedGroup) and type(fresh) is ProcessGroup
+    assert finished(forked_group) == finished(fresh)
+    assert forked_group.proc.returncode == fresh.proc.returncode != 0
