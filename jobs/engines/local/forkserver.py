@@ -55,13 +55,22 @@ class Server:
         self.idle: list[socket.socket] = []  # connections that have not sent a request yet
         self.children: dict[int, socket.socket] = {}  # pid -> the connection that asked for it
         self.last_active = time.monotonic()
+        # A child's exit wakes the loop at once (its engine is polling for the exit status).
+        self.wakeup_r, self.wakeup_w = socket.socketpair()
+        self.wakeup_w.setblocking(False)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+        signal.set_wakeup_fd(self.wakeup_w.fileno())
 
     def serve(self) -> None:
         try:
             while self._should_run():
-                ready, _, _ = select.select([self.listener, *self._inputs()], [], [], _POLL_S)
+                inputs = [self.listener, *self._inputs(), self.wakeup_r]
+                ready, _, _ = select.select(inputs, [], [], _POLL_S)
                 for sock in ready:
-                    self._on_readable(sock)
+                    if sock is self.wakeup_r:
+                        self.wakeup_r.recv(4096)
+                    else:
+                        self._on_readable(sock)
                 self._reap()
         finally:
             for pid in self.children:
@@ -110,6 +119,10 @@ class Server:
         pid = os.fork()
         if pid == 0:
             os.close(sync_r)
+            signal.set_wakeup_fd(-1)  # a fresh interpreter's SIGCHLD: default, no wake-up fd
+            signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+            self.wakeup_r.close()
+            self.wakeup_w.close()
             self._close_all()
             _child(request, out_fd=out_fd, sync_w=sync_w, server=server)
         os.close(sync_w)

@@ -203,6 +203,8 @@ def test_a_fresh_process_when_the_fork_server_dies_or_fails(
     ["-m", "json.tool", "--no-such-flag"],
     ["-m", "specbench_no_such_module"],
     ["-c", "import sys; sys.exit('a message, exit 1')"],
+    ["-c", "import signal, sys; print([signal.getsignal(s) for s in (signal.SIGCHLD, "
+     "signal.SIGINT, signal.SIGTERM, signal.SIGPIPE)], signal.set_wakeup_fd(-1)); sys.exit(3)"],
 ])
 def test_a_forked_child_writes_and_exits_as_a_fresh_one(
     launcher: Launcher, tmp_path: Path, argv: list[str]
