@@ -94,7 +94,15 @@ def execute_batch(
     sink = MaskedSink(sink, secrets=plan_secrets(plan))  # SPEC.md: events keep references
     if plan.confirms is not None and not inline:
         return {}
-    engine = engine or get_engine(plan.engine)
+    if engine is None:  # made here, so closed here (a warm helper process of its own goes)
+        made = get_engine(plan.engine)
+        try:
+            return execute_batch(batch_id, store=store, sink=sink, should_stop=should_stop,
+                                 engine=made, inline=inline)
+        finally:
+            close = getattr(made, "close", None)
+            if callable(close):
+                close()
     cancel = _CancelWatch(store, batch_id, should_stop)
     host = socket.gethostname()
     done = {r.approach: r for r in store.records(batch_id) if r.status not in RERUN_STATUSES}
