@@ -9,7 +9,8 @@ GPU stack): for every option its `type=` (int, float, SGLang's human_readable_in
 the line that declares the flag in the release's source: the `"--flag"` literal up to 0.5.19,
 the msgspec field in srt/arg_groups/fields/ from 0.5.20 on.
 
-Written: config/engines/sglang/flag_types.yaml, one flag a line, loaded by jobs/engines/flag_types.py
+Written: config/engines/sglang/flag_types.yaml, one flag a line,
+loaded by jobs/engines/flag_types.py
 so that a value of the wrong type is refused before a batch is stored (on the bot's host too,
 which has no SGLang). Each flag's type is the one of the newest release that declares it with a
 plain action (a deprecated alias takes its new flag's type, and the worker renames it); its
