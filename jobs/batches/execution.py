@@ -94,15 +94,21 @@ def execute_batch(
     sink = MaskedSink(sink, secrets=plan_secrets(plan))  # SPEC.md: events keep references
     if plan.confirms is not None and not inline:
         return {}
-    if engine is None:  # made here, so closed here (a warm helper process of its own goes)
-        made = get_engine(plan.engine)
-        try:
-            return execute_batch(batch_id, store=store, sink=sink, should_stop=should_stop,
-                                 engine=made, inline=inline)
-        finally:
-            close = getattr(made, "close", None)
-            if callable(close):
-                close()
+    if engine is not None:
+        return _execute(row, store=store, sink=sink, should_stop=should_stop, engine=engine)
+    made = get_engine(plan.engine)  # made here, so closed here (a warm helper process goes)
+    try:
+        return _execute(row, store=store, sink=sink, should_stop=should_stop, engine=made)
+    finally:
+        close = getattr(made, "close", None)
+        if callable(close):
+            close()
+
+
+def _execute(row: BatchRow, *, store: Store, sink: EventSink,
+             should_stop: Callable[[], bool] | None, engine: Engine) -> dict[str, Any]:
+    """`execute_batch` once its row is read, its sink masked and its engine chosen."""
+    batch_id, plan = row.id, row.plan
     cancel = _CancelWatch(store, batch_id, should_stop)
     host = socket.gethostname()
     done = {r.approach: r for r in store.records(batch_id) if r.status not in RERUN_STATUSES}

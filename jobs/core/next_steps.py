@@ -14,6 +14,7 @@ from jobs.core.engine_info import describe
 from jobs.core.records import RunRecord
 from jobs.core.remedies import EFFORTS, Facts, Remedies, Remedy
 from jobs.core.rules import PRECEDENCE, RuleSet
+from jobs.core.stack import Stack
 from jobs.core.units import unit_of, with_unit
 from jobs.core.verdicts import Metric, Verdict, median
 from jobs.settings import is_secret_name
@@ -217,7 +218,7 @@ def _fields(
         "metric": metric.name,
         "unit": unit_of(metric.name) or "its unit",
         "engine": describe(facts.engine).in_text,
-        "release": str(_version(fp, facts.engine) or "this release"),
+        "release": str(Stack.of(fp, engine=facts.engine).version or "this release"),
         "flag": (problem.flag if problem and problem.flag else "the rejected flag"),
         "new_flag": (problem.new_flag if problem and problem.new_flag else "its new name"),
         "value": (problem.value if problem and problem.value else "the value given"),
@@ -291,7 +292,3 @@ def _step(kind: str, approach: str | None, *, action: str, why: str, effort: str
 def _title(record: RunRecord) -> str:
     return describe(engine_of(record.fingerprint, named=record.engine)).title
 
-
-def _version(fingerprint: dict[str, Any], engine: str) -> Any:
-    key = describe(engine).version_key
-    return fingerprint.get(key) if key else None

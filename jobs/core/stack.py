@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.core.engine_info import all_info, engine_of
+from jobs.core.engine_info import all_info, describe, engine_of
 
 # The components, in the order a change is named. "engine" is the engine's name and, beside
 # it, its version under the engine's key; the rest are the fingerprint's own keys.
@@ -51,15 +51,14 @@ class Stack:
     def of(cls, fingerprint: Mapping[str, Any], *, engine: str | None = None) -> Stack:
         fp = dict(fingerprint)
         ran = engine_of(fp, named=engine)
-        key = next((i.version_key for i in all_info() if i.name == ran), None)
+        key = describe(ran).version_key
         version = fp.get(key) if key else None
         return cls(engine=ran, version=None if version is None else str(version),
                    parts=tuple((k, fp.get(k)) for k in STACK_KEYS if k != "engine"))
 
     @property
     def version_key(self) -> str:
-        return next((i.version_key for i in all_info()
-                     if i.name == self.engine and i.version_key), self.engine)
+        return describe(self.engine).version_key or self.engine
 
     def items(self, keys: tuple[str, ...] = STACK_KEYS) -> list[tuple[str, Any]]:
         """(key, value) in `keys`' order; "engine" gives the engine's name, then its version
