@@ -175,8 +175,9 @@ class StreamSink:
         self._queue = kept
 
     def _bound(self) -> None:
-        """At most `max_queued` events: the oldest progress goes first (lock held)."""
-        excess = len(self._queue) - self._max
+        """At most `max_queued` events, the one being sent counted: the oldest progress goes
+        first (lock held)."""
+        excess = len(self._queue) + self._in_flight - self._max
         if excess <= 0:
             return
         if any(item.is_progress for item in self._queue):

@@ -174,9 +174,9 @@ def test_a_worker_keeps_its_pace_with_redis_away_and_sends_the_ends_once_it_is_b
     try:
         batch = wait_until(lambda: store.list_batches(), timeout=30, what="the batch",
                            alive=proc)[0].id
-        wait_until(lambda: store.records(batch), timeout=60, what="the baseline's record",
-                   alive=proc)
-        server.kill()
+        wait_until(lambda: ("approach.finished", "baseline") in stream_events(server, batch),
+                   timeout=60, what="the baseline's end on the stream", alive=proc)
+        server.kill()  # after the baseline's end was sent: what follows is queued while away
         killed = time.monotonic()
         log = worker.logged(f"run_batch {batch}: ran", timeout=120)
         worker_took = time.monotonic() - killed
