@@ -35,7 +35,8 @@ CANCEL_POLL_S = 0.5
 
 def metric_of(plan: BatchPlan) -> Metric:
     return Metric(
-        name=plan.metric, min_effect_pct=plan.min_effect_pct, lower_is_better=plan.lower_is_better
+        name=plan.metric, min_effect_pct=plan.min_effect_pct, lower_is_better=plan.lower_is_better,
+        slo=tuple(plan.slo.items()),
     )
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from jobs.core.configs import RunConfig
 from jobs.core.errors import UserError
+from jobs.core.loads import levels_of
 from jobs.core.points import PointConfigs
 from jobs.core.sweeps import SweepPlan, to_sweep_plan
 
@@ -40,6 +41,14 @@ class BatchPlan:
     confirms: str | None = None  # a confirmation batch: the sweep batch whose winner it re-runs
     rerun_known: bool = False  # start known dead ends anyway (SPEC.md "Memory across batches")
     warmup: bool = True  # one unmeasured bench pass before the repetitions (Preset.warmup)
+    # {knob: [levels, lowest first]}: every server benchmarked at each (jobs.core.loads)
+    loads: dict[str, list[Any]] | None = None
+    slo: dict[str, float] = field(default_factory=dict)  # upper limits on result keys
+
+    @property
+    def levels(self) -> list[dict[str, Any]]:
+        """Each load level's setting, lowest first; [{}] without loads (jobs.core.loads)."""
+        return levels_of(self.loads)
 
     @property
     def baseline(self) -> RunConfig:

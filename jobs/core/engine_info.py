@@ -21,7 +21,8 @@ from jobs import settings
 from jobs.core.errors import PresetError, UserError
 
 _KEYS = frozenset({"name", "title", "called", "module", "version_key", "python_env", "gpu",
-                   "default", "parallel_args", "speculative_args", "metrics", "required_args"})
+                   "default", "parallel_args", "speculative_args", "metrics", "required_args",
+                   "slo_keys"})
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class EngineInfo:
     speculative_args: frozenset[str] = frozenset()
     metrics: tuple[str, ...] = ()
     required_args: tuple[str, ...] = ()  # server args every configuration must set
+    slo_keys: tuple[str, ...] = ()  # the benchmark's result keys a preset's `slo` may limit
 
     @property
     def in_text(self) -> str:
@@ -71,6 +73,7 @@ def _registered(folder: Path) -> dict[str, EngineInfo]:
             "speculative_args": frozenset(data.get("speculative_args") or ()),
             "metrics": tuple(data.get("metrics") or ()),
             "required_args": tuple(data.get("required_args") or ()),
+            "slo_keys": tuple(data.get("slo_keys") or ()),
         })
         found[info.name] = info
     if sum(i.default for i in found.values()) != 1:

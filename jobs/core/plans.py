@@ -20,6 +20,7 @@ from jobs.core.configs import RunConfig
 from jobs.core.configs import is_same_value as _same
 from jobs.core.configs import merge_args as _merge
 from jobs.core.errors import KnobError, UserError
+from jobs.core.loads import normal_loads
 from jobs.core.points import baseline_index
 from jobs.core.preset_models import Approach, Preset, Scalar
 from jobs.core.protected_knobs import PROTECTED_WHY, is_protected_knob
@@ -108,6 +109,8 @@ def resolve(
         bench=dict(preset.bench), configs=tuple(configs),
         overrides=dict(overrides), warnings=confound_warnings(configs),
         sweep=sweep,
+        loads=normal_loads(preset.loads),
+        slo={k: float(v) for k, v in (preset.slo or {}).items()},
     )
 
 

@@ -71,6 +71,10 @@ class Preset(_Frozen):
     baseline: Config
     approaches: tuple[Approach, ...] = ()  # none at all only when the preset has a sweep
     sweep: Sweep | None = None
+    # SPEC.md "Load levels and service-level objectives": checked by jobs.core.loads, whose
+    # messages name the key (typed loosely here so that a bad level is its error, not pydantic's)
+    loads: dict[str, Any] | None = None
+    slo: dict[str, Any] | None = None
     source: str = Field(default="", exclude=True)
 
     @field_validator("engine")

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from jobs import settings
 from jobs.core.errors import PresetError
 from jobs.core.limits import MAX_DEPTH
+from jobs.core.loads import load_problems, slo_problems
 from jobs.core.preset_files import read_preset_text, yaml_depth
 from jobs.core.preset_models import Approach, Config, Preset, Scalar, ServerValue, Timeouts
 from jobs.core.protected_knobs import (
@@ -160,6 +161,9 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
     _check_approaches(preset, node=node, source=source)
     _check_overridable(preset, node=node, source=source)
     _check_sweep(preset, node=node, source=source)
+    for loc, message in [*load_problems(preset.loads, bench=preset.bench),
+                         *slo_problems(preset.slo, engine=preset.engine)][:1]:
+        raise PresetError(f"{source}{_line_of(node, loc)}: {message}")
     for loc, message in literal_secret_problems(preset)[:1]:  # SPEC: secrets stay references
         raise PresetError(f"{source}{_line_of(node, loc)}: {message}")
     return preset

@@ -8,6 +8,7 @@ Infinity, a negative or absurd metric, an approach twice in one batch), never a 
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import json
 import math
 from collections.abc import Iterable, Iterator
@@ -56,6 +57,34 @@ class RunRecord:
         no verdict, range or median reads them; None when the run had none."""
         value = self.extra.get("warmup")
         return value if isinstance(value, dict) else None
+
+    @property
+    def by_load(self) -> list[dict[str, Any]]:
+        """The run at each load level, lowest first (SPEC.md): `{"load": {knob: level},
+        "metrics": {...}}`, with `status` where the level did not end `ok`; [] for a run of a
+        batch without loads. The view of one level as a record is `at_level`."""
+        levels = self.extra.get("by_load")
+        if not isinstance(levels, list):
+            return []
+        return [level for level in levels
+                if isinstance(level, dict) and isinstance(level.get("load"), dict)]
+
+    def at_level(self, index: int) -> RunRecord:
+        """This run as one level saw it: the level's metrics and status (its own `warmup`,
+        `repetitions`), everything else the record's; the record itself without loads."""
+        levels = self.by_load
+        if not levels:
+            return self
+        level = levels[index]
+        extra = {k: v for k, v in self.extra.items()
+                 if k not in ("by_load", "warmup", "repetitions", "stopped_early")}
+        extra.update({k: level[k] for k in ("warmup", "repetitions", "stopped_early")
+                      if k in level})
+        metrics = level.get("metrics")
+        status = level.get("status")
+        return dataclasses.replace(
+            self, metrics=dict(metrics) if isinstance(metrics, dict) else {},
+            status=status if status in STATUSES else "ok", extra=extra)
 
     @property
     def accept_length(self) -> float | None:

@@ -34,6 +34,12 @@ class Metric:
     name: str = "output_throughput"
     min_effect_pct: float = 2.0
     lower_is_better: bool = False
+    # SPEC.md's `slo`: upper limits on benchmark result keys, as (key, limit) pairs
+    slo: tuple[tuple[str, float], ...] = ()
+
+    @property
+    def limits(self) -> dict[str, float]:
+        return dict(self.slo)
 
 
 @dataclass(frozen=True)
