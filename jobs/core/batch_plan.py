@@ -44,6 +44,7 @@ class BatchPlan:
     # {knob: [levels, lowest first]}: every server benchmarked at each (jobs.core.loads)
     loads: dict[str, list[Any]] | None = None
     slo: dict[str, float] = field(default_factory=dict)  # upper limits on result keys
+    evidence: tuple[str, ...] = ()  # what the worker measures before the servers (collectives)
 
     @property
     def levels(self) -> list[dict[str, Any]]:
@@ -84,6 +85,7 @@ def to_plan(data: dict[str, Any]) -> BatchPlan:
     fields = dict(data)
     fields["configs"] = tuple(RunConfig(**c) for c in fields["configs"])
     fields["warnings"] = tuple(fields.get("warnings", ()))
+    fields["evidence"] = tuple(fields.get("evidence", ()))
     fields.pop("points", None)  # stored before points were made on demand: the grid's own
     if fields.get("sweep") is not None:
         fields["sweep"] = to_sweep_plan(fields["sweep"])

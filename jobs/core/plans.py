@@ -111,6 +111,7 @@ def resolve(
         sweep=sweep,
         loads=normal_loads(preset.loads),
         slo={k: float(v) for k, v in (preset.slo or {}).items()},
+        evidence=tuple(preset.evidence),
     )
 
 

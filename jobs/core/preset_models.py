@@ -7,7 +7,7 @@ validation error into one line naming the file, the key and its line.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
@@ -75,6 +75,8 @@ class Preset(_Frozen):
     # messages name the key (typed loosely here so that a bad level is its error, not pydantic's)
     loads: dict[str, Any] | None = None
     slo: dict[str, Any] | None = None
+    # SPEC.md "Evidence for the why": what the worker measures before the servers
+    evidence: tuple[Literal["collectives"], ...] = ()
     source: str = Field(default="", exclude=True)
 
     @field_validator("engine")
