@@ -1,0 +1,2 @@
+"""Evidence for the why (SPEC.md): collectives measured with torch.distributed, the model's shape
+from its config.json, and what they say about a run."""
