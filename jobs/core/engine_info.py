@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from jobs.core.errors import PresetError, UserError
 
 _KEYS = frozenset({"name", "title", "called", "module", "version_key", "python_env", "gpu",
                    "default", "parallel_args", "speculative_args", "metrics", "required_args",
-                   "slo_keys"})
+                   "slo_keys", "evidence"})
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,9 @@ class EngineInfo:
     metrics: tuple[str, ...] = ()
     required_args: tuple[str, ...] = ()  # server args every configuration must set
     slo_keys: tuple[str, ...] = ()  # the benchmark's result keys a preset's `slo` may limit
+    # How a configuration's evidence is found (jobs.evidence.plan_evidence reads it): the model
+    # folder's arg, the tensor-parallel args, the tokens of one verify step...
+    evidence: dict[str, Any] = field(default_factory=dict)
 
     @property
     def in_text(self) -> str:
@@ -74,6 +77,7 @@ def _registered(folder: Path) -> dict[str, EngineInfo]:
             "metrics": tuple(data.get("metrics") or ()),
             "required_args": tuple(data.get("required_args") or ()),
             "slo_keys": tuple(data.get("slo_keys") or ()),
+            "evidence": dict(data.get("evidence") or {}),
         })
         found[info.name] = info
     if sum(i.default for i in found.values()) != 1:
