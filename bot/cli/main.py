@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NoReturn
 
+from bot.cli import probe_cmd
 from jobs.core.engine_info import engine_names
 from jobs.core.errors import SpecbenchError
 
@@ -150,6 +151,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=FORMAT_HELP.replace("the report", "the digest"))
     digest.add_argument("--chart", metavar="FILE.png",
                         help="also write the digest's trend chart to FILE.png")
+    probe_cmd.add_parser(commands, seconds=_seconds, contract=CONTRACT)
     return parser
 
 
@@ -167,7 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from bot.cli import commands
 
-        return int(getattr(commands, f"cmd_{args.command}")(args))
+        module = probe_cmd if args.command == "probe" else commands
+        return int(getattr(module, f"cmd_{args.command}")(args))
     except SpecbenchError as exc:
         print(f"specbench {args.command}: error: {exc}", file=sys.stderr)
         return exc.exit_code

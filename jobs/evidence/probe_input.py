@@ -1,0 +1,138 @@
+"""What a collectives probe is asked to measure (SPEC.md "Evidence for the why"), read and
+checked before any rank starts: bad input is a `ProbeInputError` (exit 2, one line).
+
+Sizes are bytes, plain (`4096`) or with a binary suffix as nccl-tests reads them: `4K`, `4KiB`,
+`1M`, `1MiB`, `1G`, `1GiB` (each a power of 1024). `KB`, `MB` and `GB` are refused as ambiguous
+(1000 or 1024?) rather than guessed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from jobs.core.errors import InfraError, UserError
+
+DEFAULT_WORLD = 2
+DEFAULT_SIZES = tuple(4096 * 4**i for i in range(6))  # 4 KiB to 4 MiB by x4
+DEFAULT_ITERS = 20
+WARMUP = 5  # untimed iterations per size before the timed ones (nccl-tests' default)
+DEFAULT_TIMEOUT_S = 120.0
+MAX_BYTES = 1 << 30
+MAX_ITERS = 10_000
+MAX_GLOO_WORLD = 64
+BACKENDS = ("nccl", "gloo")
+OWN_ENV = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+_UNITS = {"": 1, "K": 1 << 10, "KIB": 1 << 10, "M": 1 << 20, "MIB": 1 << 20,
+          "G": 1 << 30, "GIB": 1 << 30}
+_SIZE = re.compile(r"\s*(\d+)\s*([A-Za-z]*)\s*")
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+class ProbeInputError(UserError):
+    """A probe asked for something it cannot measure: exit 2."""
+
+
+@dataclass(frozen=True)
+class ProbeRequest:
+    """One probe: `world` ranks on `backend`, each size timed `iters` times after `warmup`."""
+
+    world: int
+    backend: str
+    sizes: tuple[int, ...]
+    iters: int = DEFAULT_ITERS
+    env: tuple[tuple[str, str], ...] = ()
+    timeout_s: float = DEFAULT_TIMEOUT_S
+    warmup: int = WARMUP
+
+
+def to_bytes(text: str) -> int:
+    """`4096`, `4K`, `4KiB`, `1M`... as a number of bytes (checked against 0 and 1 GiB)."""
+    match = _SIZE.fullmatch(text)
+    unit = match.group(2).upper() if match else ""
+    if match is None or unit not in _UNITS:
+        hint = " (say 4K or 4KiB for 4096, or 4000)" if unit in ("KB", "MB", "GB") else ""
+        raise ProbeInputError(f"not a size in bytes: {text!r}{hint}")
+    size = int(match.group(1)) * _UNITS[unit]
+    if not 0 < size <= MAX_BYTES:
+        raise ProbeInputError(f"a size must be more than 0 bytes and at most 1 GiB, got {text}")
+    return size
+
+
+def parse_sizes(text: str) -> tuple[int, ...]:
+    """A comma-separated list of sizes, ascending and each once."""
+    words = [w for w in text.split(",") if w.strip()]
+    if not words:
+        raise ProbeInputError("--sizes needs at least one size")
+    return tuple(sorted({to_bytes(w) for w in words}))
+
+
+def parse_env(items: Iterable[str]) -> tuple[tuple[str, str], ...]:
+    """`KEY=VALUE` items as sorted pairs; the rendezvous variables are the probe's own."""
+    pairs: dict[str, str] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not _KEY.fullmatch(key):
+            raise ProbeInputError(f"--env needs KEY=VALUE with KEY a variable name, got {item!r}")
+        if key in OWN_ENV:
+            raise ProbeInputError(f"--env {key} is set by the probe itself for each rank")
+        pairs[key] = value
+    return tuple(sorted(pairs.items()))
+
+
+def to_request(*, world: int = DEFAULT_WORLD, backend: str | None = None,
+               sizes: Iterable[int] = DEFAULT_SIZES, iters: int = DEFAULT_ITERS,
+               env: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+               timeout_s: float = DEFAULT_TIMEOUT_S) -> ProbeRequest:
+    """A checked request; without `backend`, nccl when this host has `world` GPUs, else gloo."""
+    if world < 2:
+        raise ProbeInputError(f"--world must be at least 2 (an all-reduce needs two ranks), "
+                              f"got {world}")
+    if backend is not None and backend not in BACKENDS:
+        raise ProbeInputError(f"unknown backend {backend!r}: nccl or gloo")
+    if not 1 <= iters <= MAX_ITERS:
+        raise ProbeInputError(f"--iters must be from 1 to {MAX_ITERS}, got {iters}")
+    if not timeout_s > 0:
+        raise ProbeInputError(f"--timeout must be more than 0 seconds, got {timeout_s:g}")
+    checked = tuple(sorted({to_bytes(str(s)) for s in sizes}))
+    if not checked:
+        raise ProbeInputError("--sizes needs at least one size")
+    pairs = dict(env.items() if isinstance(env, Mapping) else env)
+    named = parse_env(f"{k}={v}" for k, v in pairs.items())
+    if backend is None:
+        backend = "nccl" if gpu_count() >= world else "gloo"
+    if backend == "nccl":
+        gpus = gpu_count()
+        if gpus == 0:
+            raise ProbeInputError("--backend nccl needs CUDA, and torch sees no GPU here; "
+                                  "use --backend gloo")
+        if world > gpus:
+            raise ProbeInputError(f"--world {world} is more than the {gpus} GPU(s) here")
+    else:
+        cpus = os.cpu_count() or 1
+        if world > min(cpus, MAX_GLOO_WORLD):
+            raise ProbeInputError(f"--world {world} is more than gloo runs here: one rank per "
+                                  f"CPU ({cpus}), at most {MAX_GLOO_WORLD}")
+    return ProbeRequest(world=world, backend=backend, sizes=checked, iters=iters, env=named,
+                        timeout_s=timeout_s)
+
+
+def gpu_count() -> int:
+    """The GPUs torch sees here (0 without CUDA); torch is imported only when asked."""
+    try:
+        import torch
+    except ImportError:
+        raise InfraError("the collectives probe needs torch, which is not installed here "
+                         "(pip install 'specbench[local]')") from None
+    return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
+
+
+def human_size(size: int) -> str:
+    """`4 KiB`, `56 KiB`, `1.5 MiB`, `300 B`."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.0f} {unit}" if size % scale == 0 else f"{value:.1f} {unit}"
+    return f"{size} B"

@@ -1,0 +1,76 @@
+"""One rank of `specbench probe`: joins the process group the parent set up (RANK, WORLD_SIZE,
+MASTER_ADDR, MASTER_PORT in its environment) and times `all_reduce` at each size.
+
+Run as a script by `jobs.evidence.collectives` (never imported by it), so it needs only torch
+and the standard library. Rank 0 prints one JSON line per size as soon as it is measured,
+`{"bytes": B, "times_us": [...]}`, so that a probe stopped at its timeout still says which sizes
+completed. Each timed iteration starts after a barrier (and, on CUDA, a synchronize) and ends
+when the reduced tensor is ready on this rank.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+
+
+def _args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="rank_worker")
+    parser.add_argument("--backend", choices=("nccl", "gloo"), required=True)
+    parser.add_argument("--sizes", required=True, help="bytes per message, comma-separated")
+    parser.add_argument("--iters", type=int, required=True)
+    parser.add_argument("--warmup", type=int, required=True)
+    parser.add_argument("--timeout", type=float, required=True, help="torch's own, in seconds")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    import torch
+    import torch.distributed as dist
+
+    args = _args(argv)
+    rank = int(os.environ["RANK"])
+    cuda = args.backend == "nccl"
+    if cuda:
+        torch.cuda.set_device(rank)
+    device = torch.device("cuda", rank) if cuda else torch.device("cpu")
+    dist.init_process_group(backend=args.backend, rank=rank,
+                            world_size=int(os.environ["WORLD_SIZE"]),
+                            timeout=datetime.timedelta(seconds=args.timeout))
+
+    def sync() -> None:
+        if cuda:
+            dist.barrier(device_ids=[rank])
+            torch.cuda.synchronize()
+        else:
+            dist.barrier()
+
+    try:
+        for size in (int(s) for s in args.sizes.split(",")):
+            # Whole float32 words where the size allows it, else bytes: the message is exactly
+            # `size` bytes either way.
+            dtype, width = (torch.float32, 4) if size % 4 == 0 else (torch.uint8, 1)
+            tensor = torch.zeros(size // width, dtype=dtype, device=device)
+            times = []
+            for i in range(args.warmup + args.iters):
+                sync()
+                began = time.perf_counter()
+                dist.all_reduce(tensor)
+                if cuda:
+                    torch.cuda.synchronize()
+                if i >= args.warmup:
+                    times.append((time.perf_counter() - began) * 1e6)
+            if rank == 0:
+                print(json.dumps({"bytes": size, "times_us": times}), flush=True)
+        sync()
+    finally:
+        dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

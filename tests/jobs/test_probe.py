@@ -1,0 +1,153 @@
+"""`specbench probe` measured for real (issue 24, items 1 and 6): all_reduce across 2 gloo ranks,
+real processes, from 4 KiB to 4 MiB; bad input refused with one line; a rank that never comes
+back stopped at the probe's timeout with no process left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from jobs.evidence.collectives import figures
+from jobs.evidence.probe_format import to_text
+from jobs.evidence.probe_input import ProbeInputError, human_size, parse_sizes, to_bytes
+from tests.conftest import REPO
+
+# Rank 1 stops answering at its first message of 64 KiB or more, as a rank wedged in a broken
+# collective does: rank 0 then waits inside all_reduce for a peer that never comes.
+STALL = """
+import os
+if os.environ.get("RANK") == "1":
+    import time
+    import torch.distributed as dist
+    _real = dist.all_reduce
+    def _stalled(tensor, *args, **kwargs):
+        if tensor.numel() * tensor.element_size() >= 65536:
+            time.sleep(3600)
+        return _real(tensor, *args, **kwargs)
+    dist.all_reduce = _stalled
+"""
+
+
+def specbench(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "bot.cli.main", *args], cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+        timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def measured() -> dict[str, object]:
+    """One real probe through the CLI, default backend (gloo here: no GPU) and sizes."""
+    done = specbench("probe", "--format", "json", "--env", "NCCL_ALGO=Ring")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    result = json.loads(done.stdout)
+    assert isinstance(result, dict)
+    return result
+
+
+def test_the_probe_measures_all_reduce_over_two_gloo_ranks(measured: dict[str, object]) -> None:
+    assert {"backend", "world", "env", "sizes"} <= set(measured)
+    assert measured["world"] == 2 and measured["env"] == {"NCCL_ALGO": "Ring"}
+    if measured["backend"] == "gloo":  # nccl only where the host has 2 GPUs
+        assert not _has_gpus(2)
+    sizes = measured["sizes"]
+    assert isinstance(sizes, list)
+    assert [s["bytes"] for s in sizes] == [4096, 16384, 65536, 262144, 1048576, 4194304]
+    for size in sizes:
+        assert set(size) >= {"bytes", "latency_us", "algbw_gbps", "busbw_gbps"}
+        assert size["latency_us"] > 0
+        assert size["algbw_gbps"] == pytest.approx(size["bytes"] / size["latency_us"] / 1e3)
+        assert size["busbw_gbps"] == pytest.approx(size["algbw_gbps"] * 2 * (2 - 1) / 2)
+    # 4 MiB moves 1,024 times the bytes of 4 KiB: it takes longer, and fills the pipe better
+    assert sizes[-1]["latency_us"] > sizes[0]["latency_us"]
+    assert sizes[-1]["algbw_gbps"] > sizes[0]["algbw_gbps"]
+
+
+def test_the_text_table_names_each_size_and_its_figures(measured: dict[str, object]) -> None:
+    text = to_text(measured)
+    lines = text.splitlines()
+    assert lines[0].startswith("all_reduce over 2 ranks")
+    assert lines[1] == "env: NCCL_ALGO=Ring"
+    header, *rows = lines[3:]
+    assert header.split()[0] == "size" and "busbw (GB/s)" in header
+    assert [r.split()[0] + " " + r.split()[1] for r in rows] == [
+        "4 KiB", "16 KiB", "64 KiB", "256 KiB", "1 MiB", "4 MiB"]
+    assert len({len(r) for r in [header, *rows]}) == 1  # aligned
+
+
+def test_busbw_follows_the_nccl_tests_convention_for_any_world() -> None:
+    got = figures(1 << 20, [300.0, 100.0, 200.0], 8)
+    assert got["latency_us"] == 200.0  # the median
+    assert got["algbw_gbps"] == pytest.approx((1 << 20) / 200e-6 / 1e9)
+    assert got["busbw_gbps"] == pytest.approx(got["algbw_gbps"] * 2 * 7 / 8)
+
+
+def test_sizes_read_as_nccl_tests_reads_them() -> None:
+    assert [to_bytes(s) for s in ("4096", "4K", "4kib", "1M", "1MiB", "1G")] == [
+        4096, 4096, 4096, 1 << 20, 1 << 20, 1 << 30]
+    assert parse_sizes("1M,4K,4096") == (4096, 1 << 20)
+    assert [human_size(s) for s in (300, 4096, 57344, 1536 * 1024, 1 << 30)] == [
+        "300 B", "4 KiB", "56 KiB", "1.5 MiB", "1 GiB"]
+    for bad in ("0", "1073741825", "2G", "4KB", "four", "-1"):
+        with pytest.raises(ProbeInputError):
+            to_bytes(bad)
+
+
+def test_bad_input_exits_2_with_one_line() -> None:
+    cases = [
+        ["--world", "1"], ["--world", "65", "--backend", "gloo"], ["--sizes", "0"],
+        ["--sizes", "4K,2G"], ["--sizes", "4KB"], ["--backend", "mpi"], ["--iters", "0"],
+        ["--env", "NCCL_ALGO"], ["--env", "1X=2"], ["--env", "RANK=3"], ["--timeout", "0"],
+        ["--backend", "nccl", "--world", "4096"],  # no CUDA here, or fewer GPUs than that
+    ]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda case: specbench("probe", *case), cases))
+    for case, done in zip(cases, results, strict=True):
+        assert done.returncode == 2, (case, done.returncode, done.stderr)
+        assert done.stdout == "", case
+        assert len(done.stderr.strip().splitlines()) == 1, (case, done.stderr)
+        assert done.stderr.startswith("specbench probe: error: "), (case, done.stderr)
+    assert "GPU" in results[-1].stderr
+
+
+def test_a_hung_rank_is_stopped_at_the_timeout_and_no_rank_is_left(tmp_path: Path) -> None:
+    (tmp_path / "sitecustomize.py").write_text(STALL)
+    mark = uuid.uuid4().hex
+    done = specbench("probe", "--backend", "gloo", "--sizes", "4K,16K,64K,256K",
+                     "--timeout", "8", "--env", f"PYTHONPATH={tmp_path}",
+                     "--env", f"SPECBENCH_PROBE_MARK={mark}")
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    [line] = done.stderr.strip().splitlines()
+    assert "timed out after 8 s" in line
+    assert "2 of 4 sizes completed (4 KiB, 16 KiB)" in line
+    assert _processes_with(f"SPECBENCH_PROBE_MARK={mark}") == []
+
+
+def _processes_with(entry: str) -> list[int]:
+    """The live processes whose environment holds `entry` (every rank gets the probe's env)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue  # gone meanwhile, or not ours to read
+        if entry.encode() in environ:
+            found.append(int(proc.name))
+    return found
+
+
+def _has_gpus(count: int) -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available() and torch.cuda.device_count() >= count)
