@@ -19,13 +19,15 @@ from jobs.batches import remembering, sweeping
 from jobs.batches.planning import new_batch_id
 from jobs.core.errors import UserError
 from jobs.core.events import EventSink, MaskedSink, make_event
+from jobs.core.level_report import baseline_levels
+from jobs.core.levels import judge, report_levels
 from jobs.core.memory import dead_end_record
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.remedies import load_remedies
 from jobs.core.report import analyze
 from jobs.core.rules import RuleSet, load_rules
-from jobs.core.verdicts import Metric, Verdict, judge, median
+from jobs.core.verdicts import Metric, Verdict, median
 from jobs.engines import flag_facts, get_engine
 from jobs.engines.base import Engine, RunContext, now_iso, plan_secrets, to_run_record, to_stored
 from jobs.store import RERUN_STATUSES, BatchRow, Store
@@ -282,8 +284,12 @@ def _emit_finished(
     if verdict is not None:
         fields.update(verdict=verdict.verdict, value=verdict.value, delta_pct=verdict.delta_pct,
                       cause=verdict.cause, why=verdict.why)
+        if (levels := report_levels(verdict)) is not None:
+            fields["by_load"] = levels
     elif record.role == "baseline":
         fields.update(value=median(record.samples(plan.metric)))
+        if (levels := baseline_levels(record, plan.levels, metric=metric_of(plan))) is not None:
+            fields["by_load"] = levels
     sink.emit(make_event(
         "approach.finished", record.batch, approach=record.approach, index=index + 1, of=of,
         **fields,

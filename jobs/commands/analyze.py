@@ -1,6 +1,7 @@
 """`analyze RUNS.jsonl`: run records re-analysed into a report (no GPU, broker or Slack).
 
-The metric settings default to the preset the records name, when the config has it. A broken
+The metric settings (and the SLO, judged level by level like the batch's own report) default to
+the preset the records name, when the config has it. A broken
 file is one RecordError naming its line (`jobs.core.records`); a report is plain JSON: no NaN
 or infinity reaches it.
 """
@@ -56,6 +57,7 @@ def analyze(args: AnalyzeArgs) -> dict[str, Any]:
         min_effect_pct=default.min_effect_pct if args.min_effect_pct is None
         else args.min_effect_pct,
         lower_is_better=default.lower_is_better if args.lower_is_better is None else True,
+        slo=default.slo,
     )
     engine = engine_of(records[0].fingerprint, named=records[0].engine)
     report = analyze_records(records, metric=metric, rules=load_rules(), remedies=load_remedies(),
@@ -93,4 +95,5 @@ def metric_defaults(preset_name: str) -> Metric:
     return Metric(
         name=preset.metric, min_effect_pct=preset.min_effect_pct,
         lower_is_better=preset.lower_is_better,
+        slo=tuple((key, float(limit)) for key, limit in (preset.slo or {}).items()),
     )

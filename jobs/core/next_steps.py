@@ -1,5 +1,6 @@
-"""Ranked next steps (SPEC.md): retry the inconclusive, adopt the key achievement, remedy
-each cause (low effort first), and accept the best measured configuration last.
+"""Ranked next steps (SPEC.md): retry the inconclusive, adopt the key achievement and each mixed
+result up to its crossover (jobs.core.next_steps_adopt), remedy each cause (low effort first),
+and accept the best measured configuration last.
 
 Remedies are chosen by what each approach ran (jobs.core.diagnosis: the engine, its GPUs, the
 flag the engine rejected); `accept` names a configuration that was measured, or is left out.
@@ -11,13 +12,14 @@ from typing import Any
 
 from jobs.core.diagnosis import FlagFacts, FlagProblem, engine_of, facts_of, flag_problem
 from jobs.core.engine_info import describe
+from jobs.core.loads import load_label
+from jobs.core.next_steps_adopt import adopt_steps, make_step
 from jobs.core.records import RunRecord
 from jobs.core.remedies import EFFORTS, Facts, Remedies, Remedy
 from jobs.core.rules import PRECEDENCE, RuleSet
 from jobs.core.stack import Stack
 from jobs.core.units import unit_of, with_unit
 from jobs.core.verdicts import Metric, Verdict, median
-from jobs.settings import is_secret_name
 
 CAUSE_ORDER = (*PRECEDENCE, "timeout", "crash")
 NOT_RUN = ("cancelled", "skipped")
@@ -47,15 +49,7 @@ def next_steps(
     pairs = list(zip(approaches, verdicts, strict=True))
     ran = engine or engine_of(baseline.fingerprint, named=baseline.engine)
     steps: list[dict[str, Any]] = _rerun_steps(pairs, baseline=baseline)
-    if key is not None:
-        record = next(r for r in approaches if r.approach == key["approach"])
-        knobs = _knob_text(record.change)
-        steps.append(_step(
-            "adopt", record.approach,
-            action=f"Make {record.approach} the new baseline" + (f" ({knobs})" if knobs else ""),
-            why=f"the largest improvement: {key['delta_pct']:+.1f}% on {metric.name}",
-            effort="low",
-        ))
+    steps.extend(adopt_steps(approaches, verdicts, key=key, metric=metric))
     steps.extend(_remedy_steps(
         pairs, baseline=baseline, metric=metric, remedies=remedies, rules=rules, flags=flags,
         engine=ran,
@@ -74,14 +68,14 @@ def _rerun_steps(
     """Retry steps: a failed or unrun baseline, the inconclusive, what a cancel left unrun."""
     steps: list[dict[str, Any]] = []
     if baseline.status in NOT_RUN:
-        steps.append(_step(
+        steps.append(make_step(
             "retry", None, action="Run the whole batch again",
             why=f"it was {baseline.status} before its baseline was measured: nothing was compared",
             effort="low",
         ))
         return steps
     if any(v.reason == "baseline" for _, v in pairs):
-        steps.append(_step(
+        steps.append(make_step(
             "retry", None,
             action="Fix the baseline and re-run the whole batch",
             why="every comparison needs a baseline that ran: "
@@ -89,13 +83,13 @@ def _rerun_steps(
             effort="medium",
         ))
     for record, verdict in pairs:
-        if verdict.verdict != "inconclusive" or verdict.reason == "baseline":
-            continue
+        if verdict.verdict != "inconclusive" or verdict.reason in ("baseline", "slo"):
+            continue  # a failed baseline is retried above; both breaking the SLO is no retry
         steps.append(_retry(record, verdict))
     unrun = [r for r, v in pairs if v.verdict in NOT_RUN]
     if unrun:
         names = ", ".join(r.approach for r in unrun)
-        steps.append(_step(
+        steps.append(make_step(
             "retry", names,
             action=f"Run {_with_parents(unrun)} again with the baseline",
             why=f"the batch ended before {'it was' if len(unrun) == 1 else 'they were'} "
@@ -109,26 +103,26 @@ def _retry(record: RunRecord, verdict: Verdict) -> dict[str, Any]:
     name = _with_parents([record])
     if verdict.reason == "confound" and verdict.confound is not None:
         knob, ours, theirs = verdict.confound
-        return _step(
+        return make_step(
             "retry", record.approach,
             action=f"Re-run {name} with {knob} at the baseline's {theirs} "
             f"(it ran with {ours}): the confound removed",
             why=verdict.why, effort="low",
         )
     if verdict.reason == "fallback":
-        return _step(
+        return make_step(
             "retry", record.approach,
             action=f"Re-run {name} where its feature is supported (another GPU or "
             f"{_title(record)} release): the server fell back to the default path",
             why=verdict.why, effort="medium",
         )
     if verdict.reason == "drift":
-        return _step(
+        return make_step(
             "retry", record.approach,
             action=f"Re-run {name} and the baseline in one batch on one host and stack",
             why=verdict.why, effort="low",
         )
-    return _step(
+    return make_step(
         "retry", record.approach,
         action=f"Re-run {name} with more repetitions",
         why=verdict.why, effort="low",
@@ -190,7 +184,7 @@ def _offered(
     steps = []
     for (action, why), names in alike.items():
         joined = ", ".join(names)
-        step = _step("remedy", joined, action=action.replace(_MARK, joined),
+        step = make_step("remedy", joined, action=action.replace(_MARK, joined),
                      why=why.replace(_MARK, joined), effort=remedy.effort)
         step["cause"] = cause
         steps.append(step)
@@ -249,44 +243,31 @@ def _accept(
     if value is None:
         return None
     shown = with_unit(f"{value:.4g}", metric.name)
+    if key is not None and key.get("load"):
+        shown += f" at {load_label(key['load'])}"
     open_steps = [s for s in steps if s["kind"] in ("retry", "remedy")]
     cheap = [s for s in open_steps if s["effort"] != "high"]
     if not any(v.value is not None for _, v in pairs):
-        return _step(
+        return make_step(
             "accept", best, action=f"Keep {best} ({shown}) until a next step beats it",
             why="the only configuration measured: no approach produced a measurement, so "
             "nothing has been ruled out yet",
             effort="low",
         )
     if cheap:
-        return _step(
+        return make_step(
             "accept", best, action=f"Keep {best} ({shown}) until a next step beats it",
             why=f"the best configuration measured in this batch; {len(cheap)} cheaper "
             f"step{'s' if len(cheap) != 1 else ''} above may still beat it",
             effort="low",
         )
-    return _step(
+    return make_step(
         "accept", best,
         action=f"Accept {best} ({shown}) as the best configuration measured on this hardware",
         why="stop optimising: every option left is high effort for an uncertain gain"
         if open_steps else "no step is left open in this batch",
         effort="low",
     )
-
-
-def _knob_text(change: dict[str, dict[str, Any]]) -> str:
-    parts = [f"{k}={v}" for k, v in change.get("server_args", {}).items()]
-    parts += [
-        f"{k}={'***' if is_secret_name(k) else v}" for k, v in change.get("env", {}).items()
-    ]
-    return ", ".join(parts)
-
-
-def _step(kind: str, approach: str | None, *, action: str, why: str, effort: str) -> dict[str, Any]:
-    return {
-        "rank": 0, "kind": kind, "approach": approach, "action": action, "why": why,
-        "effort": effort,
-    }
 
 
 def _title(record: RunRecord) -> str:

@@ -12,12 +12,14 @@ from typing import Any
 from jobs.core.diagnosis import FlagFacts
 from jobs.core.engine_info import describe
 from jobs.core.errors import RecordError
+from jobs.core.level_report import add_levels, key_achievement
+from jobs.core.levels import is_level_aware, judge
 from jobs.core.next_steps import cause_rank, next_steps
 from jobs.core.records import RunRecord
 from jobs.core.remedies import Remedies
 from jobs.core.rules import RuleSet
 from jobs.core.stack import Stack
-from jobs.core.verdicts import Metric, Verdict, change_pct, has_failed, judge, median
+from jobs.core.verdicts import Metric, Verdict, change_pct, has_failed, median
 
 
 def split_batch(records: Sequence[RunRecord]) -> tuple[RunRecord, list[RunRecord]]:
@@ -63,9 +65,11 @@ def analyze(
         )
         for record, verdict in zip(approaches, verdicts, strict=True)
     ]
-    key = _key_achievement(results)
+    by_level = is_level_aware(records, metric)
+    key = key_achievement(approaches, verdicts, loads=any(r.by_load for r in records)) \
+        if by_level else _key_achievement(results)
     root = _root_cause(approaches, verdicts, baseline=baseline)
-    return {
+    report: dict[str, Any] = {
         "batch": baseline.batch,
         "preset": baseline.preset,
         "metric": metric.name,
@@ -88,6 +92,9 @@ def analyze(
         "engine": engine_of_batch(baseline, engine),
         "counts": dict(Counter(v.verdict for v in verdicts)),
     }
+    if by_level:
+        add_levels(report, records=records, baseline=baseline, verdicts=verdicts, metric=metric)
+    return report
 
 
 def _result(

@@ -23,7 +23,8 @@ from jobs.core.stack import DRIFT_KEYS, Stack
 from jobs.settings import redact, secret_values
 
 VERDICTS = (
-    "improved", "regressed", "unchanged", "inconclusive", "failed", "cancelled", "skipped",
+    "improved", "regressed", "mixed", "unchanged", "inconclusive", "failed", "cancelled",
+    "skipped",
 )
 
 
@@ -49,9 +50,12 @@ class Verdict:
     value: float | None
     delta_pct: float | None
     why: str
-    # Why an inconclusive verdict is inconclusive: baseline | confound | drift | fallback | noise.
+    # Why an inconclusive verdict is inconclusive: baseline | confound | drift | fallback | noise
+    # | slo (both sides break a limit).
     reason: str | None = None
     confound: tuple[str, str, str] | None = None
+    # The verdict at each load level (the report's `by_load` entries; jobs.core.levels).
+    levels: tuple[dict[str, Any], ...] = ()
 
 
 def median(samples: list[float]) -> float | None:
@@ -65,9 +69,14 @@ def has_failed(record: RunRecord, metric: str) -> bool:
 def judge(
     record: RunRecord, baseline: RunRecord, *, metric: Metric, rules: RuleSet
 ) -> Verdict:
-    """The verdict of one approach against the baseline; a known dead end's `why` begins
-    `known from <batch>`, a re-opened one's ends with what failed before (jobs.core.memory)."""
-    verdict = _judge(record, baseline, metric=metric, rules=rules)
+    """The verdict of one approach against the baseline at one operating point (a batch with
+    load levels or an SLO is judged by jobs.core.levels, level by level, with these rules)."""
+    return remembered(record, judge_point(record, baseline, metric=metric, rules=rules))
+
+
+def remembered(record: RunRecord, verdict: Verdict) -> Verdict:
+    """A known dead end's `why` begins `known from <batch>`, a re-opened one's ends with what
+    failed before (jobs.core.memory)."""
     known = record.extra.get("known_from")
     if isinstance(known, str) and known and verdict.verdict == "failed":
         verdict = dataclasses.replace(verdict, why=f"known from {known}: {verdict.why}")
@@ -77,9 +86,10 @@ def judge(
     return verdict
 
 
-def _judge(
+def judge_point(
     record: RunRecord, baseline: RunRecord, *, metric: Metric, rules: RuleSet
 ) -> Verdict:
+    """SPEC.md's verdict rules, in their order, for one operating point of two runs."""
     samples = record.samples(metric.name)
     value = median(samples)
     if record.status in ("cancelled", "skipped"):
