@@ -219,3 +219,21 @@ def test_analyze_of_stored_records_gives_the_batch_verdicts(
         assert (ours["verdict"], ours["by_load"]) == (theirs["verdict"], theirs["by_load"])
     assert by_name(report)["tuned"]["by_load"][2]["verdict"] == "regressed"
     assert report["key_achievement"] == own["key_achievement"]
+
+
+def test_adopt_steps_follow_the_shape_of_the_crossover() -> None:
+    records = [
+        leveled("baseline", [100.0] * 4),
+        leveled("late", [90.0, 95.0, 101.0, 120.0]),  # pays only once the GPU is busy
+        leveled("zigzag", [110.0, 90.0, 110.0, 90.0]),
+    ]
+    report = report_of(records, Metric())
+    adopts = {s["approach"]: s for s in report["next_steps"] if s["kind"] == "adopt"}
+    assert report["key_achievement"]["approach"] == "late"
+    assert (adopts["late"]["action"], adopts["late"]["load"]) == (
+        "Adopt late from max-concurrency 64; keep the baseline up to 4", {"max-concurrency": 64})
+    assert (adopts["zigzag"]["action"], adopts["zigzag"]["load"]) == (
+        "Adopt zigzag at max-concurrency 1 and 16; keep the baseline at 4 and 64",
+        {"max-concurrency": 16})
+    assert by_name(report)["zigzag"]["crossover"]["text"] == (
+        "improved at max-concurrency 1 and 16, regressed at 4 and 64")
