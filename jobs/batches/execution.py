@@ -16,11 +16,12 @@ from typing import Any, overload
 
 from jobs import settings
 from jobs.batches import remembering, sweeping
+from jobs.batches.evidence_step import Evidence
 from jobs.batches.planning import new_batch_id
+from jobs.batches.run_events import emit_finished, phase_emitter
 from jobs.core.errors import UserError
 from jobs.core.events import EventSink, MaskedSink, make_event
-from jobs.core.level_report import baseline_levels
-from jobs.core.levels import judge, report_levels
+from jobs.core.levels import judge
 from jobs.core.memory import dead_end_record
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
@@ -30,6 +31,7 @@ from jobs.core.rules import RuleSet, load_rules
 from jobs.core.verdicts import Metric, Verdict, median
 from jobs.engines import flag_facts, get_engine
 from jobs.engines.base import Engine, RunContext, now_iso, plan_secrets, to_run_record, to_stored
+from jobs.evidence.collectives import measure
 from jobs.store import RERUN_STATUSES, BatchRow, Store
 
 CANCEL_POLL_S = 0.5
@@ -146,7 +148,7 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
         ctx = RunContext(
             batch_id=batch_id, plan=plan, log_path=log_path(batch_id, config.approach),
             fingerprint={}, should_stop=cancel, baseline=baseline, stop_early=stop_early,
-            on_phase=_phase_emitter(sink, batch_id, config.approach, index, of),
+            on_phase=phase_emitter(sink, batch_id, config.approach, index, of),
         )
         remembered = remembering.Recall()
         if config.role != "baseline" and not plan.rerun_known and not cancel():
@@ -163,16 +165,23 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
         if remembered.reopened is not None:
             record = dataclasses.replace(record, extra={**record.extra,
                                                         "reopened": remembered.reopened})
+        if (found := evidence.of(config)) is not None:  # SPEC.md "Evidence for the why"
+            record = dataclasses.replace(record, extra={**record.extra, "evidence": found})
         record = to_stored(dataclasses.replace(record, fingerprint=fingerprint_of.result()), plan)
         store.put_record(record, position=index)
         if config.role == "baseline":
             baseline = record
         elif baseline is not None:
             judged[record.approach] = judge(record, baseline, metric=metric, rules=rules)
-        _emit_finished(sink, record, verdict=judged.get(record.approach), plan=plan,
-                       index=index, of=of)
+        emit_finished(sink, record, verdict=judged.get(record.approach), plan=plan, metric=metric,
+                      index=index, of=of)
         return record
 
+    pending = [(i, c) for i, c in enumerate(plan.configs) if c.approach not in done]
+    first = pending[0] if pending else (0, plan.baseline)  # the probe shows as its phase
+    evidence = Evidence(plan, probe=measure,
+                        on_phase=phase_emitter(sink, batch_id, first[1].approach, first[0], of))
+    evidence.prepare([c for _, c in pending])  # before the servers
     for index, config in enumerate(plan.configs):
         if config.approach not in done:
             run(config, index)
@@ -253,45 +262,3 @@ def _run_one(
                              log_tail=bad)
     ctx.on_phase("preflight", {})
     return engine.run(config, ctx)
-
-
-def _phase_emitter(
-    sink: EventSink, batch_id: str, approach: str, index: int, of: int
-) -> Callable[[str, dict[str, Any]], None]:
-    def emit(phase: str, details: dict[str, Any]) -> None:
-        extra = dict(details)
-        if "of" in extra:  # the engine's "of" counts repetitions; the event's, configurations
-            extra["reps"] = extra.pop("of")
-        sink.emit(make_event(
-            "approach.phase", batch_id, approach=approach, index=index + 1, of=of,
-            phase=phase, **extra,
-        ))
-
-    return emit
-
-
-def _emit_finished(
-    sink: EventSink,
-    record: RunRecord,
-    *,
-    verdict: Verdict | None,
-    plan: BatchPlan,
-    index: int,
-    of: int,
-) -> None:
-    fields: dict[str, Any] = {"status": record.status, "verdict": None, "value": None,
-                              "delta_pct": None, "cause": None, "why": "", "metric": plan.metric}
-    if verdict is not None:
-        fields.update(verdict=verdict.verdict, value=verdict.value, delta_pct=verdict.delta_pct,
-                      cause=verdict.cause, why=verdict.why)
-        if (levels := report_levels(verdict)) is not None:
-            fields["by_load"] = levels
-    elif record.role == "baseline":
-        fields.update(value=median(record.samples(plan.metric)))
-        if (levels := baseline_levels(record, plan.levels, metric=metric_of(plan))) is not None:
-            fields["by_load"] = levels
-    sink.emit(make_event(
-        "approach.finished", record.batch, approach=record.approach, index=index + 1, of=of,
-        **fields,
-    ))
-

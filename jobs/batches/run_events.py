@@ -1,0 +1,57 @@
+"""The events a running batch sends about each configuration: its phases as the engine reports
+them, and its end with the verdict (and, with load levels, each level's)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from jobs.core.events import EventSink, make_event
+from jobs.core.level_report import baseline_levels
+from jobs.core.levels import report_levels
+from jobs.core.plans import BatchPlan
+from jobs.core.records import RunRecord
+from jobs.core.verdicts import Metric, Verdict, median
+
+
+def phase_emitter(
+    sink: EventSink, batch_id: str, approach: str, index: int, of: int
+) -> Callable[[str, dict[str, Any]], None]:
+    def emit(phase: str, details: dict[str, Any]) -> None:
+        extra = dict(details)
+        if "of" in extra:  # the engine's "of" counts repetitions; the event's, configurations
+            extra["reps"] = extra.pop("of")
+        sink.emit(make_event(
+            "approach.phase", batch_id, approach=approach, index=index + 1, of=of,
+            phase=phase, **extra,
+        ))
+
+    return emit
+
+
+def emit_finished(
+    sink: EventSink,
+    record: RunRecord,
+    *,
+    verdict: Verdict | None,
+    plan: BatchPlan,
+    metric: Metric,
+    index: int,
+    of: int,
+) -> None:
+    fields: dict[str, Any] = {"status": record.status, "verdict": None, "value": None,
+                              "delta_pct": None, "cause": None, "why": "", "metric": plan.metric}
+    if verdict is not None:
+        fields.update(verdict=verdict.verdict, value=verdict.value, delta_pct=verdict.delta_pct,
+                      cause=verdict.cause, why=verdict.why)
+        if (levels := report_levels(verdict)) is not None:
+            fields["by_load"] = levels
+    elif record.role == "baseline":
+        fields.update(value=median(record.samples(plan.metric)))
+        if (levels := baseline_levels(record, plan.levels, metric=metric)) is not None:
+            fields["by_load"] = levels
+    sink.emit(make_event(
+        "approach.finished", record.batch, approach=record.approach, index=index + 1, of=of,
+        **fields,
+    ))
+
