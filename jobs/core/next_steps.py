@@ -8,6 +8,7 @@ flag the engine rejected); `accept` names a configuration that was measured, or 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from jobs.core.diagnosis import FlagFacts, FlagProblem, engine_of, facts_of, flag_problem
@@ -20,6 +21,7 @@ from jobs.core.rules import PRECEDENCE, RuleSet
 from jobs.core.stack import Stack
 from jobs.core.units import unit_of, with_unit
 from jobs.core.verdicts import Metric, Verdict, median
+from jobs.core.verify_budget import comm_of
 
 CAUSE_ORDER = (*PRECEDENCE, "timeout", "crash")
 NOT_RUN = ("cancelled", "skipped")
@@ -154,7 +156,12 @@ def _remedy_steps(
         if verdict.verdict == "failed" and verdict.cause == "bad-config":
             problem = flag_problem(record, rules=rules, flags=flags, engine=engine)
         facts = facts_of(record, baseline=baseline, engine=engine, problem=problem)
+        comm = None if metric.lower_is_better else comm_of(record, baseline, metric.name)
+        if comm is not None:  # cut communication first when it is most of the cycle
+            facts = dataclasses.replace(facts, comm="most" if comm[0] * 2 >= comm[1] else "little")
         fields = _fields(record, verdict, facts=facts, problem=problem, metric=metric)
+        fields.update(comm_ms=f"{comm[0]:.1f}" if comm else "the all-reduces'",
+                      needed_ms=f"{comm[1]:.1f}" if comm else "the break-even")
         item = (record.approach, facts, fields)
         if verdict.verdict == "failed" and verdict.cause:
             by_cause.setdefault(verdict.cause, []).append(item)

@@ -27,7 +27,7 @@ FlagKind = Literal["renamed", "bounded", "unknown", "value", "conflict", "env", 
 FLAG_PROBLEMS: tuple[str, ...] = get_args(FlagKind)
 PLACEHOLDERS = frozenset({
     "approaches", "compute_capability", "gpu", "interconnect", "metric", "unit", "engine",
-    "flag", "new_flag", "value", "choices", "hint", "release", "evidence",
+    "flag", "new_flag", "value", "choices", "hint", "release", "evidence", "comm_ms", "needed_ms",
 })
 
 
@@ -40,6 +40,9 @@ class Facts:
     multi_gpu: bool  # more than one GPU process (tp, ep, dp or pp size above 1)
     speculative: bool  # it speculates and the baseline does not
     flag: str | None = None  # for bad-config: one of FLAG_PROBLEMS
+    # with collectives evidence: the all-reduces take `most` (half or more) or `little` of the
+    # time a draft+verify cycle may take (jobs.core.verify_budget); None without evidence
+    comm: str | None = None
 
 
 class When(BaseModel):
@@ -52,6 +55,7 @@ class When(BaseModel):
     multi_gpu: bool | None = None
     speculative: bool | None = None
     flag: FlagKind | None = None
+    comm: Literal["most", "little"] | None = None
 
     @field_validator("engine")
     @classmethod

@@ -20,6 +20,7 @@ from jobs.core.remedies import Remedies
 from jobs.core.rules import RuleSet
 from jobs.core.stack import Stack
 from jobs.core.verdicts import Metric, Verdict, change_pct, has_failed, median
+from jobs.core.verify_budget import budget_sentence, slower_sentence, with_comm
 
 
 def split_batch(records: Sequence[RunRecord]) -> tuple[RunRecord, list[RunRecord]]:
@@ -58,10 +59,11 @@ def analyze(
     values = {r.approach: v.value for r, v in zip(approaches, verdicts, strict=True)}
     values["baseline"] = base_value
     base_speculates = baseline.accept_length is not None
+    others = {r.approach: r for r in records}
     results = [
         _result(
             record, verdict, metric=metric, values=values, base_value=base_value,
-            base_speculates=base_speculates,
+            base_speculates=base_speculates, others=others,
         )
         for record, verdict in zip(approaches, verdicts, strict=True)
     ]
@@ -105,23 +107,34 @@ def _result(
     values: dict[str, float | None],
     base_value: float | None,
     base_speculates: bool,
+    others: Mapping[str, RunRecord],
 ) -> dict[str, Any]:
+    even = with_comm(_break_even(record, verdict, metric=metric, base_value=base_value,
+                                 base_speculates=base_speculates), record)
     return {
         "approach": record.approach,
         "verdict": verdict.verdict,
         "cause": verdict.cause,
         "value": verdict.value,
         "delta_pct": verdict.delta_pct,
-        "why": verdict.why,
+        "why": _why(verdict, record, even, others),
         "vs_parent": _vs_parent(record, verdict, metric=metric, values=values),
-        "break_even": _break_even(
-            record, verdict, metric=metric, base_value=base_value, base_speculates=base_speculates
-        ),
+        "break_even": even,
         "hypothesis": record.hypothesis,
         "parent": record.parent,
         "samples": record.samples(metric.name),
         "accept_length": record.accept_length,
     }
+
+
+def _why(verdict: Verdict, record: RunRecord, even: dict[str, Any] | None,
+         others: Mapping[str, RunRecord]) -> str:
+    """The verdict's why, with the evidence of a measured run: how much of its cycle the
+    all-reduces take, and an all-reduce slower than its parent's (SPEC.md "Evidence")."""
+    if verdict.value is None:
+        return verdict.why
+    said = [budget_sentence(even, record) if even else None, slower_sentence(record, others)]
+    return "; ".join([verdict.why, *(s for s in said if s)])
 
 
 def _vs_parent(
@@ -143,7 +156,7 @@ def _break_even(
     metric: Metric,
     base_value: float | None,
     base_speculates: bool,
-) -> dict[str, float] | None:
+) -> dict[str, Any] | None:
     """One draft+verify cycle takes L/S now and must take at most L/B (ms, throughputs)."""
     accept = record.accept_length
     value = verdict.value

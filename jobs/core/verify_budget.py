@@ -11,6 +11,7 @@ every function here answers None and the why stays today's break-even line.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from typing import Any
 
@@ -82,6 +83,21 @@ def slower_sentence(record: RunRecord, others: Mapping[str, RunRecord]) -> str |
             text += ": over PCIe the ranks contend for the link"
         return text
     return None
+
+
+def comm_of(record: RunRecord, baseline: RunRecord, metric: str) -> tuple[float, float] | None:
+    """(the all-reduces' ms per cycle, the ms a cycle may take to match the baseline) for a
+    speculative record with evidence, on a higher-is-better throughput; None otherwise."""
+    found = allreduce_of(record)
+    accept = record.accept_length
+    base = baseline.samples(metric)
+    if found is None or accept is None or not base or baseline.accept_length is not None:
+        return None
+    base_value = statistics.median(base)
+    if base_value <= 0:
+        return None
+    count, latency_us = found
+    return round(count * latency_us / 1000.0, 1), round(accept / base_value * 1000.0, 1)
 
 
 def comm_share(break_even: Mapping[str, Any] | None) -> float | None:

@@ -12,7 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from jobs.batches.execution import _emit_finished, build_report, metric_of
+from jobs.batches.execution import build_report, metric_of
+from jobs.batches.run_events import emit_finished
 from jobs.core.events import Event
 from jobs.core.levels import judge
 from jobs.core.records import RunRecord, parse_lines
@@ -157,17 +158,19 @@ def test_the_finished_event_carries_by_load() -> None:
     plan = make_plan(loads={"max-concurrency": [1, 4, 16, 64]}, slo={"p99_ttft_ms": 1000.0})
     report = build_report(records, plan)
     sink = ListSink()
-    _emit_finished(sink, records[0], verdict=None, plan=plan, index=0, of=2)
+    emit_finished(sink, records[0], verdict=None, plan=plan, metric=metric_of(plan), index=0,
+                  of=2)
     verdict = judge(records[1], records[0], metric=metric_of(plan), rules=load_rules())
-    _emit_finished(sink, records[1], verdict=verdict, plan=plan, index=1, of=2)
+    emit_finished(sink, records[1], verdict=verdict, plan=plan, metric=metric_of(plan), index=1,
+                  of=2)
     base_event, eagle_event = sink.events
     assert base_event["by_load"] == report["baseline"]["by_load"]
     assert eagle_event["verdict"] == "mixed"
     assert eagle_event["by_load"] == by_name(report)["eagle3"]["by_load"]
     # without loads the event is as before
     sink = ListSink()
-    _emit_finished(sink, make_record("a"), verdict=Verdict(
-        "improved", None, 1.0, 1.0, "w"), plan=make_plan(), index=1, of=2)
+    emit_finished(sink, make_record("a"), verdict=Verdict("improved", None, 1.0, 1.0, "w"),
+                  plan=make_plan(), metric=metric_of(make_plan()), index=1, of=2)
     assert "by_load" not in sink.events[0]
 
 

@@ -51,3 +51,45 @@ def test_a_slower_all_reduce_than_its_parent_names_pcie_contention() -> None:
                     "the ranks contend for the link")
     assert slower_sentence(parent, {"eagle3": fewer}) is None
     assert json.dumps(fewer.to_dict())  # the evidence round-trips in the record
+
+
+def test_the_seed_report_with_evidence_explains_the_cycle_and_cuts_communication_first() -> None:
+    from jobs.core.remedies import load_remedies
+    from jobs.core.report import analyze
+    from jobs.core.rules import load_rules
+    from jobs.core.verdicts import Metric
+
+    records = seed()
+    latency = {"baseline": 240.0, "eagle3": 250.0, "eagle3-custom-allreduce": 250.0,
+               "eagle3-nccl-fewer-channels": 310.0}
+    shown = [with_evidence(r, latency[r.approach]) if r.approach in latency else r
+             for r in records.values()]
+    report = analyze(shown, metric=Metric(), rules=load_rules(), remedies=load_remedies(),
+                     engine="sglang")
+    results = {r["approach"]: r for r in report["results"]}
+    eagle3 = results["eagle3"]
+    assert eagle3["break_even"] == {"now_ms": 48.2, "needed_ms": 31.8, "allreduces": 122,
+                                    "comm_ms": 30.5}
+    assert ("122 all-reduces × 0.25 ms = 30.5 ms of a 48.2 ms cycle; it must take ≤ 31.8 ms"
+            in eagle3["why"])
+    fewer = results["eagle3-nccl-fewer-channels"]["why"]
+    assert "its all-reduce takes 0.31 ms, 24% slower than eagle3's 0.25 ms: over PCIe" in fewer
+    steps = [s for s in report["next_steps"] if s["kind"] == "remedy"]
+    cut = [s for s in steps if s["action"].startswith("Cut communication first")]
+    assert cut and "eagle3" in cut[0]["approach"] and "30.5 ms of the 31.8 ms" in cut[0]["action"]
+    verify = next(i for i, s in enumerate(steps) if s["action"].startswith("Cut the verify"))
+    assert steps.index(cut[0]) < verify  # communication first
+    assert not any(s["action"].startswith("Draft longer") for s in steps)
+
+
+def test_without_evidence_the_seed_report_is_unchanged() -> None:
+    from jobs.core.remedies import load_remedies
+    from jobs.core.report import analyze
+    from jobs.core.rules import load_rules
+    from jobs.core.verdicts import Metric
+
+    report = analyze(list(seed().values()), metric=Metric(), rules=load_rules(),
+                     remedies=load_remedies(), engine="sglang")
+    assert not any("all-reduce" in r["why"] for r in report["results"])
+    assert not any(s["action"].startswith(("Cut communication", "Draft longer"))
+                   for s in report["next_steps"])
