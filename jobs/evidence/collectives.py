@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import statistics
@@ -32,6 +33,7 @@ from jobs.evidence.probe_input import ProbeRequest, human_size, to_request
 WORKER = Path(__file__).with_name("rank_worker.py")
 TORCH_GRACE_S = 30.0  # torch's own timeout in the ranks runs this much past the probe's
 _PORT_TAKEN = ("EADDRINUSE", "address already in use")
+_RAISED = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)(: |$)")
 
 
 class ProbeError(InfraError):
@@ -218,7 +220,10 @@ def _free_port() -> int:
 
 
 def _last_line(handle: IO[bytes], limit: int = 300) -> str:
+    """The rank's reason: its last exception line (torch's CUDA errors trail advice lines after
+    it), else its last line."""
     handle.seek(0)
     lines = [ln.strip() for ln in handle.read().decode("utf-8", "replace").splitlines()]
-    last = next((ln for ln in reversed(lines) if ln), "")
+    lines = [ln for ln in lines if ln]
+    last = next((ln for ln in reversed(lines) if _RAISED.match(ln)), lines[-1] if lines else "")
     return last if len(last) <= limit else last[:limit] + "..."

@@ -14,9 +14,16 @@ from pathlib import Path
 
 import pytest
 
+from jobs.evidence import probe_input
 from jobs.evidence.collectives import figures
 from jobs.evidence.probe_format import to_text
-from jobs.evidence.probe_input import ProbeInputError, human_size, parse_sizes, to_bytes
+from jobs.evidence.probe_input import (
+    ProbeInputError,
+    human_size,
+    parse_sizes,
+    to_bytes,
+    to_request,
+)
 from tests.conftest import REPO
 
 # Rank 1 stops answering at its first message of 64 KiB or more, as a rank wedged in a broken
@@ -56,8 +63,8 @@ def measured() -> dict[str, object]:
 def test_the_probe_measures_all_reduce_over_two_gloo_ranks(measured: dict[str, object]) -> None:
     assert {"backend", "world", "env", "sizes"} <= set(measured)
     assert measured["world"] == 2 and measured["env"] == {"NCCL_ALGO": "Ring"}
-    if measured["backend"] == "gloo":  # nccl only where the host has 2 GPUs
-        assert not _has_gpus(2)
+    if measured["backend"] == "nccl":  # only where this host has 2 GPUs
+        assert _has_gpus(2)
     sizes = measured["sizes"]
     assert isinstance(sizes, list)
     assert [s["bytes"] for s in sizes] == [4096, 16384, 65536, 262144, 1048576, 4194304]
@@ -90,6 +97,21 @@ def test_busbw_follows_the_nccl_tests_convention_for_any_world() -> None:
     assert got["busbw_gbps"] == pytest.approx(got["algbw_gbps"] * 2 * 7 / 8)
 
 
+def test_the_default_backend_is_nccl_only_with_a_gpu_per_rank(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    chosen = {}
+    for gpus in (0, 1, 2, 8):
+        monkeypatch.setattr(probe_input, "gpu_count", lambda n=gpus: n)
+        chosen[gpus] = to_request(world=2).backend
+    assert chosen == {0: "gloo", 1: "gloo", 2: "nccl", 8: "nccl"}
+    monkeypatch.setattr(probe_input, "gpu_count", lambda: 0)
+    with pytest.raises(ProbeInputError, match="needs CUDA"):
+        to_request(world=2, backend="nccl")
+    monkeypatch.setattr(probe_input, "gpu_count", lambda: 4)
+    with pytest.raises(ProbeInputError, match="--world 8 is more than the 4 GPU"):
+        to_request(world=8, backend="nccl")
+
+
 def test_sizes_read_as_nccl_tests_reads_them() -> None:
     assert [to_bytes(s) for s in ("4096", "4K", "4kib", "1M", "1MiB", "1G")] == [
         4096, 4096, 4096, 1 << 20, 1 << 20, 1 << 30]
@@ -116,6 +138,16 @@ def test_bad_input_exits_2_with_one_line() -> None:
         assert len(done.stderr.strip().splitlines()) == 1, (case, done.stderr)
         assert done.stderr.startswith("specbench probe: error: "), (case, done.stderr)
     assert "GPU" in results[-1].stderr
+
+
+def test_a_broken_collective_env_fails_with_the_ranks_reason() -> None:
+    done = specbench("probe", "--backend", "gloo", "--sizes", "4K",
+                     "--env", "GLOO_SOCKET_IFNAME=nosuch0")
+    assert done.returncode == 1 and done.stdout == ""
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("specbench probe: error: rank ")
+    assert "Unable to find address for: nosuch0" in line  # gloo's own words, from the rank
+    assert line.endswith("none of 1 sizes completed")
 
 
 def test_a_hung_rank_is_stopped_at_the_timeout_and_no_rank_is_left(tmp_path: Path) -> None:
