@@ -120,7 +120,10 @@ def to_request(*, world: int = DEFAULT_WORLD, backend: str | None = None,
 
 
 def gpu_count() -> int:
-    """The GPUs torch sees here (0 without CUDA); torch is imported only when asked."""
+    """The GPUs torch sees here (0 without CUDA); torch is imported only when asked. The count
+    asks NVML, not the CUDA driver (PYTORCH_NVML_BASED_CUDA_CHECK): a worker that counted GPUs
+    can still fork processes that use CUDA."""
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     try:
         import torch
     except ImportError:
