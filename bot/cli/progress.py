@@ -3,7 +3,8 @@
 On a terminal one line is redrawn in place, and each finished bench pass (the warm-up, every
 repetition, with its value and unit) stays as a line of its own; otherwise each change is a
 plain line. The words are `jobs.core.progress`'s, the same as the chat thread's. A sweep's
-confirmation runs inside its sweep batch: its lines follow, prefixed "confirmation".
+confirmation runs inside its sweep batch: its lines follow, prefixed "confirmation". With load
+levels each phase names its level: `2/3 eagle3: level 2/4 max-concurrency 4 · rep 1/3`.
 """
 
 from __future__ import annotations
@@ -24,12 +25,15 @@ class ProgressBar:
         self._started = time.monotonic()
         self._lock = threading.Lock()
         self._width = 0
+        self._levels: dict[str, Event] = {}  # each approach's latest `level` phase
 
     def on_event(self, event: Event) -> None:
         prefix = ""
         if event["type"] == "sweep.confirmation" and isinstance(event.get("event"), dict):
             event, prefix = event["event"], "confirmation "  # the sweep's, run inline
-        line = self._describe(event)
+        if event["type"] == "approach.phase" and event.get("phase") == "level":
+            self._levels[f"{prefix}{event.get('approach')}"] = event
+        line = self._describe(event, self._levels.get(f"{prefix}{event.get('approach')}"))
         if line is None:
             return
         # A finished bench pass (and a refused preflight) stays on a terminal: the other
@@ -63,7 +67,7 @@ class ProgressBar:
             self._stream.flush()
 
     @staticmethod
-    def _describe(event: Event) -> str | None:
+    def _describe(event: Event, level: Event | None = None) -> str | None:
         kind = event["type"]
         if kind == "batch.started":
             return (f"batch {event['batch']} ({event.get('preset')}) started on "
@@ -71,7 +75,7 @@ class ProgressBar:
                     f"{plural(len(event.get('approaches', [])), 'configuration')}, "
                     f"{started_text(event)}")
         if kind == "approach.phase":
-            return f"{event['index']}/{event['of']} {event['approach']}: {phase_text(event)}"
+            return f"{event['index']}/{event['of']} {event['approach']}: {phase_text(event, level)}"
         if kind == "approach.finished":
             return f"{event['index']}/{event['of']} {event['approach']}: " + outcome_text(event)
         if kind in ("batch.finished", "batch.cancelled"):

@@ -16,11 +16,12 @@ from typing import Any
 
 from bot.thread.messages import Message, render_message
 from jobs.core.events import Event
+from jobs.core.level_text import MARKS
+from jobs.core.loads import load_label
 from jobs.core.progress import outcome_text, phase_text, result_text, value_text
 from jobs.core.records import RunRecord
 
-VERDICT_ICONS = {"improved": "▲", "regressed": "▼", "unchanged": "=", "inconclusive": "?",
-                 "failed": "✗", "cancelled": "■", "skipped": "·", "ok": "✓"}
+VERDICT_ICONS = {**MARKS, "ok": "✓"}
 
 
 @dataclass
@@ -32,9 +33,14 @@ class ProgressRow:
     warmup: str | None = None  # the warm-up's result, once it has one
     samples: list[str] = field(default_factory=list)  # each repetition's value so far
     current: str = ""  # the phase running now
+    level: Event | None = None  # the latest `level` phase (DESIGN23 "Phases"), with loads
+    done_levels: list[str] = field(default_factory=list)  # earlier levels: 'c=1: 879 tok/s'
 
     def on_phase(self, event: Event) -> None:
-        """A running row after one `approach.phase` event: its phase, then what it measured."""
+        """A running row after one `approach.phase` event: its phase, then what it measured
+        (at the level running now; the earlier levels' repetitions summed up after it)."""
+        if event.get("phase") == "level":
+            self._next_level(event)
         if event.get("phase") == "result":
             if event.get("warmup"):
                 self.warmup = result_text(event)
@@ -42,11 +48,19 @@ class ProgressRow:
                 self.samples.append(value_text(event.get("value"), event.get("metric"))
                                     if not event.get("why") else "no sample")
         else:
-            self.current = phase_text(event)
+            self.current = phase_text(event, self.level)
         measured = [self.warmup] if self.warmup else []
         if self.samples:
             measured.append("reps: " + ", ".join(self.samples))
+        if self.done_levels:
+            measured.append("; ".join(self.done_levels))
         self.icon, self.detail = "▶", " · ".join([self.current, *measured])
+
+    def _next_level(self, event: Event) -> None:
+        if self.level is not None and self.samples:
+            where = load_label(self.level.get("load") or {}, short=True)
+            self.done_levels.append(f"{where}: {', '.join(self.samples)}")
+        self.level, self.warmup, self.samples = event, None, []
 
 
 @dataclass

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.core.memory import DETERMINISTIC, reopened_note, stack_key
+from jobs.core.memory import DETERMINISTIC, reached_a_level, reopened_note, stack_key
 from jobs.core.plans import RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet
@@ -37,13 +37,13 @@ def recall(
     last = store.last_run_of(config.server_args, config.env, stack, not_in=batch_id)
     if last is not None and last.status in ("failed", "timeout"):
         cause = failure_cause(last, metric=metric, rules=rules)
-        if cause in DETERMINISTIC:
+        if cause in DETERMINISTIC and not reached_a_level(last):  # a mixed run: no dead end
             return Recall(dead_end=last, cause=cause)
     if last is not None:
         return Recall()  # it ran here since: whatever failed elsewhere is no dead end here
     for earlier in store.failures_of(config.server_args, config.env, not_in=batch_id):
         cause = failure_cause(earlier, metric=metric, rules=rules)
-        if cause in DETERMINISTIC and stack_key(earlier.fingerprint,
-                                                engine=earlier.engine) != stack:
+        if cause in DETERMINISTIC and not reached_a_level(earlier) \
+                and stack_key(earlier.fingerprint, engine=earlier.engine) != stack:
             return Recall(reopened=reopened_note(earlier, cause, fingerprint=fingerprint))
     return Recall()

@@ -16,6 +16,9 @@ different metric or direction is refused, since the values would not be comparab
 row, only its name in `not_run`. A knob change that most approaches share (an override such as
 `threads 1 → 2`) is one entry of `common_knobs`, naming the approaches without it; its
 per-approach entries in `knobs` carry `"common": true`, so a message states it once.
+
+**Load levels.** When both batches ran the same levels, each row adds `levels`: both verdicts
+and the change at each level (`jobs.core.compare_levels`); different levels are a warning.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.core.compare_levels import level_rows, loads_warning, moved_levels, same_loads
 from jobs.core.errors import UserError
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
@@ -59,15 +63,24 @@ def compare_batches(a: Side, b: Side) -> dict[str, Any]:
     if a.preset != b.preset:
         warnings.append(f"different presets ({a.preset} vs {b.preset}): approaches are "
                         "matched by name")
+    if (different := loads_warning(a.report, b.report)) is not None:
+        warnings.append(different)
     every = [_row(name, a, b, metric=metric) for name in _names(a, b)]
     rows = [r for r in every if r["a"]["present"] or r["b"]["present"]]
+    if (loads := same_loads(a.report, b.report)) is not None:
+        for row in rows:  # both batches ran these levels: each row's, side by side
+            if not (row["a"]["present"] and row["b"]["present"]):
+                continue
+            row["levels"] = level_rows(row["approach"], _at(a, row["approach"]),
+                                       _at(b, row["approach"]), loads=loads, metric=metric)
     overrides = _changes(a.plan.overrides, b.plan.overrides)
     return {
-        "a": _header(a), "b": _header(b), "metric": metric.name,
+        "a": _header(a), "b": _header(b), "metric": metric.name, "loads": loads,
         "lower_is_better": metric.lower_is_better, "min_effect_pct": metric.min_effect_pct,
         "warnings": warnings, "approaches": rows,
         "not_run": [r["approach"] for r in every if not (r["a"]["present"] or r["b"]["present"])],
         "moved": [r["approach"] for r in rows if r["beyond_noise"]],
+        "moved_levels": moved_levels(rows),
         "fingerprint": fingerprint_changes(fingerprint_of(a.records), fingerprint_of(b.records)),
         **_knobs(a.plan, b.plan, ran={r["approach"] for r in rows},
                  overridden={o["knob"] for o in overrides}),
@@ -167,6 +180,10 @@ def _row(name: str, a: Side, b: Side, *, metric: Metric) -> dict[str, Any]:
         "change_pct": change, "beyond_noise": bool(beyond),
         "direction": None if not beyond else _direction(change, metric),
     }
+
+
+def _at(side: Side, name: str) -> tuple[RunRecord | None, dict[str, Any]]:
+    return next((r for r in side.records if r.approach == name), None), side.report
 
 
 def _direction(change: float | None, metric: Metric) -> str:

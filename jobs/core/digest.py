@@ -25,10 +25,10 @@ The digest says no more than the reports judged:
   it in percentage points of delta (new best delta − previous best delta).
 - **Next steps still open** are carried across a preset's last STEP_LOOKBACK reports, oldest
   first; a later batch of the preset settles a step when:
-  - `retry` of an approach: the later batch judged that approach (improved, unchanged or
-    regressed). A later inconclusive result brings its own retry, which replaces this one; a
-    failure does not answer the question, so the retry stays open. `retry` of the whole batch
-    (the baseline failed): the later batch measured its baseline.
+  - `retry` of an approach: the later batch judged that approach (improved, unchanged,
+    regressed or, with load levels, mixed). A later inconclusive result brings its own retry,
+    which replaces this one; a failure does not answer the question, so the retry stays open.
+    `retry` of the whole batch (the baseline failed): the later batch measured its baseline.
   - `adopt`: the later batch judged the approach again, or its baseline already holds every
     knob the approach changed (the change was adopted).
   - `remedy` (and any other kind): every approach it names ran again (any verdict but cancelled
@@ -47,7 +47,6 @@ from zoneinfo import ZoneInfo
 
 from jobs.core.batches import BatchRow
 from jobs.core.digest_memory import (
-    CONCLUSIVE,
     Judged,
     Memory,
     judged,
@@ -56,6 +55,7 @@ from jobs.core.digest_memory import (
     sweep_points,
 )
 from jobs.core.digest_regressions import regressions
+from jobs.core.digest_wins import SETTLED, wins_of
 from jobs.core.errors import UserError
 from jobs.core.experiments import Experiment, experiments, is_confirmation
 from jobs.core.records import RunRecord
@@ -112,29 +112,6 @@ def _batch_line(exp: Experiment, zone: ZoneInfo) -> dict[str, Any]:
             "requested_by": row.requested_by,
             "created": row.created_at.astimezone(zone).strftime("%Y-%m-%d %H:%M"),
             "confirmation": None if exp.confirmation is None else exp.confirmation.id}
-
-
-def wins_of(exp: Experiment) -> list[dict[str, Any]]:
-    """The experiment's improvements: its own approaches' (never a sweep's point on its own
-    draws) and a sweep's winner confirmed by its confirmation, with the confirmed margin."""
-    row, points = exp.row, sweep_points(exp.row)
-    metric = _metric(row)
-    found = [{"approach": res["approach"], "value": res.get("value"),
-              "delta_pct": res.get("delta_pct"), "confirmed_in": None}
-             for res in _results(row)
-             if res.get("verdict") == "improved" and res.get("approach") not in points]
-    confirmation = ((row.report or {}).get("sweep") or {}).get("confirmation") or {}
-    if confirmation.get("verdict") == "improved":
-        found.append({"approach": confirmation.get("approach"),
-                      "value": confirmation.get("value"),
-                      "delta_pct": confirmation.get("delta_pct"),
-                      "confirmed_in": confirmation.get("batch")})
-    return [{"batch": row.id, "preset": row.preset, **win, "metric": metric,
-             "unit": unit_of(metric)} for win in found]
-
-
-def _metric(row: BatchRow) -> str:
-    return row.plan.metric
 
 
 def _results(row: BatchRow) -> list[dict[str, Any]]:
@@ -215,7 +192,7 @@ def open_inconclusives(reports: Sequence[BatchRow]) -> list[dict[str, Any]]:
                 latest[(row.preset, res["approach"])] = {
                     "batch": row.id, "preset": row.preset, "approach": res["approach"],
                     "why": res.get("why", "")}
-            elif verdict in CONCLUSIVE:
+            elif verdict in SETTLED:
                 latest.pop((row.preset, res["approach"]), None)
     return list(latest.values())
 
@@ -270,9 +247,9 @@ class _Open:
         if kind == "retry" and not self.names:  # the baseline failed: any measured one settles
             return ((later.report or {}).get("baseline") or {}).get("value") is not None
         if kind == "retry":
-            return all(verdicts.get(n) in CONCLUSIVE for n in self.names)
+            return all(verdicts.get(n) in SETTLED for n in self.names)
         if kind == "adopt":
-            return (all(verdicts.get(n) in CONCLUSIVE for n in self.names)
+            return (all(verdicts.get(n) in SETTLED for n in self.names)
                     or self._adopted_in(later))
         self.names -= {n for n in self.names if verdicts.get(n) not in (None, *NOT_RUN)}
         return not self.names

@@ -15,7 +15,7 @@ from typing import Any
 
 from jobs.core.batches import BatchRow
 from jobs.core.digest_hours import hours_per_preset, hours_unit, run_hours
-from jobs.core.memory import DETERMINISTIC, known_from
+from jobs.core.memory import DETERMINISTIC, known_from, reached_a_level
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, cause_of
 from jobs.core.stack import HOST_TYPE, Stack
@@ -147,7 +147,8 @@ def memory_of(
     return Memory(
         earlier=judged([r for r in ordered if r.created_at < since], records),
         origins={(rec.batch, rec.approach): rec for recs in records.values() for rec in recs},
-        dead_ends=[(at, rec) for at, rec in latest.values() if rec.status in FAILED],
+        dead_ends=[(at, rec) for at, rec in latest.values()
+                   if rec.status in FAILED and not reached_a_level(rec)],
     )
 
 
@@ -242,7 +243,8 @@ def reopened_dead_ends(
     out = []
     for at, record in sorted(dead_ends, key=lambda item: (item[1].preset, item[1].approach)):
         seen = newest.get(host_type(record.fingerprint))
-        if seen is None or seen[0] <= at or record.status not in FAILED:
+        if seen is None or seen[0] <= at or record.status not in FAILED \
+                or reached_a_level(record):
             continue
         changes = stack_change(record.fingerprint, seen[1].fingerprint)
         if not changes:

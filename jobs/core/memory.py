@@ -8,7 +8,9 @@ record of the same configuration whose cause is deterministic (`arch-unsupported
 `bad-config`) is a dead end on its stack: on that stack the approach is not started, its record
 copied (`dead_end_record`); on any other stack it is tried again, and its verdict says it failed
 before and on what (`reopened_note`). Out-of-memory, timeouts, crashes and NCCL errors are
-never remembered: they may pass on a second try.
+never remembered: they may pass on a second try. Nor is a run that measured at least one load
+level before it failed at a higher one (`reached_a_level`): the configuration works, up to a
+load; its verdict (improved, regressed or mixed, level by level) says where it stops.
 """
 
 from __future__ import annotations
@@ -49,6 +51,14 @@ def stack_key(fingerprint: Mapping[str, Any], *, engine: str | None = None) -> s
 def stack_changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
     """(key, old, new) for every stack component that differs."""
     return Stack.of(old).changes(Stack.of(new), MEMORY_KEYS)
+
+
+def reached_a_level(record: RunRecord) -> bool:
+    """Whether a run measured at some load level (DESIGN23 record shape): a run that failed
+    above it is no dead end, whatever its cause."""
+    return any(level.get("status", "ok") == "ok"
+               and any(isinstance(v, list) and v for v in (level.get("metrics") or {}).values())
+               for level in record.by_load)
 
 
 def known_from(record: RunRecord) -> str | None:

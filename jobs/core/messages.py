@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 
 from jobs import settings
+from jobs.core import compare_levels, level_text
 from jobs.core.units import plural, unit_of
 
 MAX_BLOCKS = 50
@@ -47,6 +48,8 @@ def environment() -> jinja2.Environment:
     env.filters["slack"] = slack_escape
     env.filters["unit"] = unit_of  # {{ metric|unit }}: "tok/s", "ms" or ""
     env.filters["plural"] = plural  # {{ reps|plural("rep") }}: "1 rep", "3 reps"
+    env.globals["levels"] = level_text  # load levels in words: levels.level_rows(r, report)
+    env.globals["compare_levels"] = compare_levels  # a compared row's levels in words
     return env
 
 

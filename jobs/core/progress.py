@@ -2,7 +2,9 @@
 
 The command line's progress line and the chat thread's progress message say the same thing
 from the same event: `warm-up 459 tok/s (not a sample)`, `rep 1/3: 879 tok/s`,
-`improved 951 tok/s (+9.1%)`. Units come from `jobs.core.units`.
+`improved 951 tok/s (+9.1%)`. Units come from `jobs.core.units`. With load levels (DESIGN23
+"Phases") a phase names its level: `level 2/4 max-concurrency 4 · rep 1/3`, and a finished
+approach its verdict per level: `mixed 130 tok/s (+30.0%) at c=1 · c=1 ▲+30.0% · c=16 ▼-10.0%`.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.core.events import Event
+from jobs.core.level_text import at_lowest, compact_row
+from jobs.core.loads import load_label
 from jobs.core.units import plural, with_unit
 
 NOT_A_SAMPLE = "(not a sample)"
@@ -22,8 +26,29 @@ def value_text(value: Any, metric: str | None) -> str:
     return with_unit(f"{value:.4g}", metric or "")
 
 
-def phase_text(event: Event) -> str:
-    """An `approach.phase` event as a few words (without the approach's name)."""
+def level_text(event: Event) -> str:
+    """A `level` phase: 'level 2/4 max-concurrency 4' ('' for any other event)."""
+    if event.get("phase") != "level":
+        return ""
+    return f"level {event.get('level')}/{event.get('levels')} {load_label(event.get('load') or {})}"
+
+
+def phase_text(event: Event, level: Event | None = None) -> str:
+    """An `approach.phase` event as a few words (without the approach's name); a phase of a
+    load level says which, from `level` (the approach's latest `level` phase) when it is that
+    level's: 'level 2/4 max-concurrency 4 · rep 1/3'."""
+    if event.get("phase") == "level":
+        return level_text(event)
+    text = _phase_words(event)
+    load = event.get("load")
+    if not load:
+        return text
+    where = (level_text(level) if level is not None and level.get("load") == load
+             else load_label(load))
+    return f"{where} · {text}"
+
+
+def _phase_words(event: Event) -> str:
     phase = str(event.get("phase", ""))
     if event.get("error"):
         return f"{phase} failed: {event['error']}"
@@ -57,7 +82,11 @@ def outcome_text(event: Event) -> str:
         parts.append(f"({event['delta_pct']:+.1f}%)")
     if event.get("cause"):
         parts.append(f"[{event['cause']}]")
-    return " ".join(parts)
+    text = " ".join(parts) + at_lowest(event)
+    levels = event.get("by_load")
+    if not levels:
+        return text
+    return f"{text} · {compact_row(levels)}"
 
 
 def started_text(event: Event) -> str:
