@@ -94,7 +94,7 @@ def batch(store: Store, engine: GPU, name: str) -> dict[str, Any]:
     plan = resolve(parse_preset(PRESET, source="levels.yaml", stem="levels"))
     store.create_batch(batch_id=name, preset="levels", engine="sglang", queue="default",
                        requested_by="U1", plan=plan)
-    return execute_batch(name, store=store, sink=NullSink(), engine=engine)  # type: ignore[arg-type]
+    return execute_batch(name, store=store, sink=NullSink(), engine=engine)
 
 
 def test_a_run_that_measured_a_level_is_tried_again_one_that_measured_none_is_not(
