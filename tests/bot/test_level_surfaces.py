@@ -11,8 +11,10 @@ import copy
 import io
 from typing import Any
 
+from bot import views
 from bot.cli.progress import ProgressBar
 from bot.thread.progress_message import ProgressMessage
+from jobs.commands.history import _summary_line
 from jobs.core.compare import Side, compare_batches
 from jobs.core.digest import build_digest
 from jobs.core.events import Event, make_event
@@ -214,7 +216,6 @@ def test_compare_lists_each_levels_verdict_change() -> None:
     # tuned's c=16 no longer breaks the SLO: regressed → improved, the same value
     assert [lv["b"]["verdict"] for lv in rows["tuned"]["levels"]] == [
         "unchanged", "improved", "improved", "unchanged"]
-    from bot import views
     text = views.compared(data)
     assert "Loads: max-concurrency 1, 4, 16 and 64 in both batches" in text
     assert "c=16 regressed → improved +24.4% ▲" in text
@@ -343,3 +344,13 @@ def test_the_thread_progress_message_keeps_each_levels_values() -> None:
     assert progress.apply(finished(report_of(records()), "eagle3"))
     done = progress.render().text
     assert "± eagle3: mixed 130 tok/s (+30.0%) at c=1 · c=1 ▲+30.0%" in done
+
+
+# --------------------------------------------------------------------------- history
+
+
+def test_history_counts_mixed_and_names_the_loads_of_the_best() -> None:
+    stored = row("b-1", days_ago=1, results=[])
+    stored = stored.__class__(**{**stored.__dict__, "report": report_of(records("b-1"))})
+    text = views.history([_summary_line(stored)])
+    assert text.splitlines()[1].endswith("done — 1 failed, 2 mixed; best tuned +40.0% at c=4")
