@@ -22,6 +22,7 @@ MARKS = {"improved": "▲", "regressed": "▼", "mixed": "±", "unchanged": "=",
          "failed": "✗", "cancelled": "■", "skipped": "·"}
 """Each verdict's mark (the summaries', the progress message's): `mixed` is ±."""
 MEASURED = ("improved", "regressed", "unchanged", "inconclusive")
+WORDS = {"skipped": "not reached"}  # a level never run, in words
 
 
 def number(value: float | None) -> str:
@@ -62,7 +63,7 @@ def level_cell(entry: Mapping[str, Any], slo: Mapping[str, float] | None = None,
                compact: bool = False) -> str:
     """One level of a result: 'c=1 improved +30.0%', 'c=16 regressed +60.0% (p99_ttft_ms 1420
     ms > 1000 ms)', 'c=64 failed (out-of-memory)', 'c=64 not reached'; `compact` marks the
-    verdict instead of naming it ('c=1 ▲+30.0%') and leaves the SLO's figures out."""
+    verdict instead of naming it ('c=1 ▲ +30.0%') and leaves the SLO's figures out."""
     verdict, delta = str(entry.get("verdict")), entry.get("delta_pct")
     where = load_label(entry.get("load") or {}, short=True)
     if "verdict" not in entry:  # the baseline's level: its value
@@ -74,11 +75,9 @@ def level_cell(entry: Mapping[str, Any], slo: Mapping[str, float] | None = None,
         return f"{where} {'·' if compact else 'not reached'}"
     if verdict == "failed":
         return f"{where} {word}" + ("" if compact else f" ({entry.get('cause') or 'crash'})")
-    shown = f"{where} {word}" + ("" if compact else " ")
+    shown = f"{where} {word}"
     if verdict in MEASURED and delta is not None:
-        shown += f"{delta:+.1f}%"
-    else:
-        shown = shown.rstrip()
+        shown += f" {delta:+.1f}%"
     if compact:
         return shown
     mine = broken(entry.get("figures"), slo)
@@ -163,9 +162,10 @@ def level_summary(result: Mapping[str, Any]) -> str:
     kinds = list(dict.fromkeys(str(e.get("verdict")) for e in entries))
     if len(kinds) == 1:
         return f"{kinds[0]} at every level"
-    return "; ".join(
-        f"{kind} at {loads_text([e['load'] for e in entries if e.get('verdict') == kind])}"
-        for kind in kinds)
+    return "; ".join(  # the knob named once, with the first group
+        f"{WORDS.get(kind, kind)} at "
+        f"{loads_text([e['load'] for e in entries if e.get('verdict') == kind], knob=i == 0)}"
+        for i, kind in enumerate(kinds))
 
 
 def at_lowest(result: Mapping[str, Any]) -> str:
@@ -182,6 +182,6 @@ def load_words(load: Mapping[str, Any] | None, *, short: bool = False) -> str:
 
 
 def compact_row(entries: Sequence[Mapping[str, Any]] | None) -> str:
-    """The progress line's levels: 'c=1 ▲+30.0% · c=4 ▲+12.0% · c=16 ▼-10.0%'."""
+    """The progress line's levels: 'c=1 ▲ +30.0% · c=4 ▲ +12.0% · c=16 ▼ -10.0%'."""
     return SEPARATOR.join(level_cell(e, compact=True) for e in entries or [])
 

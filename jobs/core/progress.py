@@ -4,7 +4,7 @@ The command line's progress line and the chat thread's progress message say the 
 from the same event: `warm-up 459 tok/s (not a sample)`, `rep 1/3: 879 tok/s`,
 `improved 951 tok/s (+9.1%)`. Units come from `jobs.core.units`. With load levels (DESIGN23
 "Phases") a phase names its level: `level 2/4 max-concurrency 4 · rep 1/3`, and a finished
-approach its verdict per level: `mixed 130 tok/s (+30.0%) at c=1 · c=1 ▲+30.0% · c=16 ▼-10.0%`.
+approach its verdict per level: `mixed 130 tok/s (+30.0%) at c=1 · c=1 ▲ +30.0% · c=16 ▼ -10.0%`.
 """
 
 from __future__ import annotations

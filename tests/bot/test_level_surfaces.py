@@ -111,6 +111,21 @@ def test_an_slo_without_loads_is_named_and_a_breach_is_the_why() -> None:
     assert "▼ regressed" in fast and "p99_ttft_ms 1410 ms > 1000 ms limit" in fast
 
 
+def test_a_run_that_failed_at_a_higher_level_says_where() -> None:
+    recs = [leveled("baseline", [100.0, 200.0, 300.0, 400.0]),
+            leveled("dies", [130.0, 250.0, None, None], statuses=["ok", "ok", "failed", "skipped"],
+                    status="failed", log_tail=f"x\n{OOM}\n")]
+    text = render_report(report_of(recs, Metric()), "text")
+    assert "Loads: max-concurrency 1, 4, 16 and 64 · no SLO" in text
+    dies = row_of(text, "dies")
+    assert "▲ improved 130 tok/s (+30.0%) at c=1" in dies[0]
+    assert dies[0].endswith("improved at max-concurrency 1 and 4; failed at 16; not reached at 64")
+    assert dies[1].strip() == ("c=1 improved +30.0% · c=4 improved +25.0% · "
+                               "c=16 failed (out-of-memory) · c=64 not reached")
+    assert row_of(text, "baseline")[1].strip() == (
+        "c=1 100 tok/s · c=4 200 tok/s · c=16 300 tok/s · c=64 400 tok/s")
+
+
 def hand_made(levels: int = 4, name: str = "eagle3") -> dict[str, Any]:
     """A report in DESIGN23's shape, by hand: a baseline that breaks the SLO at the top level,
     one result improved at the lowest levels and regressed above."""
@@ -315,8 +330,8 @@ def finished(report: dict[str, Any], name: str) -> Event:
 def test_a_finished_approach_says_its_verdict_per_level() -> None:
     report = report_of(records())
     assert outcome_text(finished(report, "eagle3")) == (
-        "mixed 130 tok/s (+30.0%) at c=1 · c=1 ▲+30.0% · c=4 ▲+12.0% · c=16 ▼-10.0% · "
-        "c=64 ▼-30.0%")
+        "mixed 130 tok/s (+30.0%) at c=1 · c=1 ▲ +30.0% · c=4 ▲ +12.0% · c=16 ▼ -10.0% · "
+        "c=64 ▼ -30.0%")
     base = make_event("approach.finished", "b-1", approach="baseline", index=1, of=3,
                       status="ok", verdict=None, value=100.0, delta_pct=None, cause=None,
                       why="", metric="output_throughput",
@@ -343,7 +358,7 @@ def test_the_thread_progress_message_keeps_each_levels_values() -> None:
             in text)
     assert progress.apply(finished(report_of(records()), "eagle3"))
     done = progress.render().text
-    assert "± eagle3: mixed 130 tok/s (+30.0%) at c=1 · c=1 ▲+30.0%" in done
+    assert "± eagle3: mixed 130 tok/s (+30.0%) at c=1 · c=1 ▲ +30.0%" in done
 
 
 # --------------------------------------------------------------------------- history
