@@ -2,19 +2,23 @@
 failed at a higher one is no dead end, whatever its cause — it works up to a load, and its
 verdict (improved, regressed or mixed, level by level) says where it stops; a run that failed
 before any level still is. The real store, execution, rules and verdicts, on SQLite and
-PostgreSQL, with an engine that fails the way a GPU does."""
+PostgreSQL, with an engine that fails the way a GPU does; the same batch's events through the
+command line's progress line and the thread's progress message name each level."""
 
 from __future__ import annotations
 
 import datetime as dt
+import io
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
+from bot.cli.progress import ProgressBar
+from bot.thread.progress_message import ProgressMessage
 from jobs.batches.execution import execute_batch
 from jobs.core.digest_memory import memory_of, reopened_dead_ends
-from jobs.core.events import NullSink
+from jobs.core.events import CallbackSink, Event, NullSink
 from jobs.core.memory import reached_a_level
 from jobs.core.plans import BatchPlan, RunConfig, resolve
 from jobs.core.presets import parse_preset
@@ -144,3 +148,39 @@ def test_an_upgrade_reopens_only_the_runs_that_measured_no_level() -> None:
     every = [(rows[0].created_at, r) for r in old]  # as the store would serve them
     reopened = reopened_dead_ends([rows[1]], records, dead_ends=every, rules=load_rules())
     assert [r["approach"] for r in reopened] == ["broken"]
+
+
+class Levels(GPU):
+    """Emits DESIGN23's phases: a `level` phase before each level, later phases tagged."""
+
+    def run(self, config: RunConfig, ctx: RunContext) -> RunRecord:
+        if config.approach == "baseline":
+            for index, n in enumerate((1, 4), start=1):
+                tag = {"load": {"max-concurrency": n}}
+                ctx.on_phase("level", {**tag, "level": index, "levels": 2})
+                ctx.on_phase("warmup", {**tag, "of": 2})
+                ctx.on_phase("repetition", {**tag, "rep": 1, "of": 2})
+        return super().run(config, ctx)
+
+
+def test_the_progress_line_and_the_thread_name_the_level_from_a_real_batch(db: Store) -> None:
+    events: list[Event] = []
+    db.migrate()
+    plan = resolve(parse_preset(PRESET, source="levels.yaml", stem="levels"))
+    db.create_batch(batch_id="b-p", preset="levels", engine="sglang", queue="default",
+                    requested_by="U1", plan=plan)
+    execute_batch("b-p", store=db, sink=CallbackSink(events.append), engine=Levels())
+    stream = io.StringIO()
+    bar = ProgressBar(stream)
+    chat = ProgressMessage.of("b-p", ["baseline", "partial", "broken"])
+    for event in events:
+        bar.on_event(event)
+        chat.apply(event)
+    lines = [line.split("] ", 1)[1] for line in stream.getvalue().splitlines()]
+    assert "1/3 baseline: level 1/2 max-concurrency 1" in lines
+    assert "1/3 baseline: level 2/2 max-concurrency 4 · rep 1/2" in lines
+    finished = next(line for line in lines if line.startswith("1/3 baseline: ok"))
+    assert finished.endswith("at c=1 · c=1 100.5 · c=4 200.5")
+    assert next(line for line in lines if line.startswith("2/3 partial: improved")).endswith(
+        "· c=1 ▲ +29.9% · c=4 ✗")
+    assert "▲ partial: improved 130.5 tok/s (+29.9%) at c=1" in chat.render().text
