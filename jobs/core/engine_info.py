@@ -22,7 +22,7 @@ from jobs.core.errors import PresetError, UserError
 
 _KEYS = frozenset({"name", "title", "called", "module", "version_key", "python_env", "gpu",
                    "default", "parallel_args", "speculative_args", "metrics", "required_args",
-                   "slo_keys", "evidence"})
+                   "slo_keys", "evidence", "server_metrics"})
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,9 @@ class EngineInfo:
     # How a configuration's evidence is found (jobs.evidence.plan_evidence reads it): the model
     # folder's arg, the tensor-parallel args, the tokens of one verify step...
     evidence: dict[str, Any] = field(default_factory=dict)
+    # Its Prometheus page (jobs.engines.server_metrics reads it): the path, the arg that turns it
+    # on, the names of its gauges and counters; empty: the engine serves none
+    server_metrics: dict[str, Any] = field(default_factory=dict)
 
     @property
     def in_text(self) -> str:
@@ -78,6 +81,7 @@ def _registered(folder: Path) -> dict[str, EngineInfo]:
             "required_args": tuple(data.get("required_args") or ()),
             "slo_keys": tuple(data.get("slo_keys") or ()),
             "evidence": dict(data.get("evidence") or {}),
+            "server_metrics": dict(data.get("server_metrics") or {}),
         })
         found[info.name] = info
     if sum(i.default for i in found.values()) != 1:

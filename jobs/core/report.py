@@ -18,6 +18,7 @@ from jobs.core.next_steps import cause_rank, next_steps
 from jobs.core.records import RunRecord
 from jobs.core.remedies import Remedies
 from jobs.core.rules import RuleSet
+from jobs.core.server_quotes import server_sentences
 from jobs.core.stack import Stack
 from jobs.core.verdicts import Metric, Verdict, change_pct, has_failed, median
 from jobs.core.verify_budget import budget_sentence, slower_sentence, with_comm
@@ -130,11 +131,13 @@ def _result(
 def _why(verdict: Verdict, record: RunRecord, even: dict[str, Any] | None,
          others: Mapping[str, RunRecord]) -> str:
     """The verdict's why, with the evidence of a measured run: how much of its cycle the
-    all-reduces take, and an all-reduce slower than its parent's (SPEC.md "Evidence")."""
+    all-reduces take, an all-reduce slower than its parent's, and what the engine's own metrics
+    say (a full KV cache, a fallen acceptance) (SPEC.md "Evidence")."""
+    quoted = server_sentences(record, verdict, others)
     if verdict.value is None:
-        return verdict.why
+        return "; ".join([verdict.why, *quoted])
     said = [budget_sentence(even, record) if even else None, slower_sentence(record, others)]
-    return "; ".join([verdict.why, *(s for s in said if s)])
+    return "; ".join([verdict.why, *(s for s in said if s), *quoted])
 
 
 def _vs_parent(

@@ -5,6 +5,12 @@ speculative accept length since it started or was last flushed (/flush_cache res
 `Scheduler.flush_cache` does); every generation adds to them: the warm-up, each /health check
 (one token) and every benchmark request, whose own accept length depends on its prompt.
 /get_server_info (and /server_info from 0.5.6 on) reports the cumulative figure.
+With --enable-metrics it serves GET /metrics (without it, 404, as http_server.py adds the route
+only then): the scheduler's gauges as python/sglang/srt/metrics/collector.py names them, set
+where it logs a decode batch: sglang:num_running_reqs (the /generate calls in flight),
+sglang:token_usage (the tokens they hold over STANDIN_KV_TOKENS, default the 512000 its start
+log allocates; at most 1, two decimals), sglang:num_queue_reqs and sglang:spec_accept_length
+(the last request's accept length, 0 without speculation).
 """
 
 from __future__ import annotations
@@ -39,6 +45,32 @@ class State:
         self.forwards = 0
         self.requests = 0
         self.generate_calls = 0
+        self.metrics_on = False  # --enable-metrics
+        self.held: dict[int, int] = {}  # tokens each /generate call in flight holds
+        self.gauges = {"num_running_reqs": 0.0, "token_usage": 0.0, "num_queue_reqs": 0.0,
+                       "spec_accept_length": 0.0}
+
+    def decode_batch(self, own: float) -> tuple[int, float]:
+        """The gauges as the scheduler sets them when it logs a decode batch: (running, usage)."""
+        with self.lock:
+            running = len(self.held)
+            usage = round(min(1.0, sum(self.held.values()) / kv_tokens()), 2)
+            self.gauges.update(num_running_reqs=running, token_usage=usage, num_queue_reqs=0,
+                               spec_accept_length=own if self.speculative else 0.0)
+        return running, usage
+
+    def metrics(self) -> str:
+        """/metrics as prometheus_client's multiprocess collector writes the gauges."""
+        labels = f'model_name="{self.model}",engine_type="unified",tp_rank="0",pp_rank="0"'
+        docs = {"num_running_reqs": "The number of running requests.",
+                "token_usage": "The token usage.",
+                "num_queue_reqs": "The number of requests in the waiting queue.",
+                "spec_accept_length": "The average acceptance length of speculative decoding."}
+        with self.lock:
+            values = dict(self.gauges)
+        return "".join(f"# HELP sglang:{name} {doc}\n# TYPE sglang:{name} gauge\n"
+                       f"sglang:{name}{{{labels}}} {float(values[name])}\n"
+                       for name, doc in docs.items())
 
     def generate(self, prompt: str, new_tokens: int) -> float:
         """Count one generation; its own accept length (1.0 without speculation)."""
@@ -71,6 +103,10 @@ STATE = State()
 
 def base_accept_length() -> float:
     return float(os.environ.get("STANDIN_ACCEPT_LENGTH") or 2.6)
+
+
+def kv_tokens() -> int:
+    return int(os.environ.get("STANDIN_KV_TOKENS") or 512000)
 
 
 def throughput() -> float:
@@ -117,6 +153,8 @@ class Handler(BaseHTTPRequestHandler):
             }]})
         elif path == "/flush_cache":
             self._flush()
+        elif path == "/metrics" and STATE.metrics_on:
+            self._reply(200, STATE.metrics(), text=True)
         else:
             self._reply(404, {"detail": "Not Found"})
 
@@ -159,9 +197,15 @@ class Handler(BaseHTTPRequestHandler):
         params = body.get("sampling_params") or {}
         new_tokens = int(params.get("max_new_tokens") or 16)
         prompt = str(body.get("text") or body.get("input_ids") or "")
+        with STATE.lock:
+            STATE.held[calls] = new_tokens + 7
         own = STATE.generate(prompt, new_tokens)
+        running, usage = STATE.decode_batch(own)
+        with STATE.lock:
+            STATE.held.pop(calls, None)
         spec = f"accept len: {own:.2f}, " if STATE.speculative else ""
-        log(f"Decode batch, #running-req: 1, #token: {new_tokens + 7}, token usage: 0.00, "
+        log(f"Decode batch, #running-req: {running}, #token: {new_tokens + 7}, token usage: "
+            f"{usage:.2f}, "
             f"{spec}cuda graph: True, gen throughput (token/s): {throughput():.2f}, "
             "#queue-req: 0")
         meta: dict[str, Any] = {"prompt_tokens": 7, "completion_tokens": new_tokens,

@@ -174,6 +174,7 @@ def main(argv: list[str]) -> int:
     host, port = args.host or "127.0.0.1", args.port or 30000
     STATE.model = args.model_path
     STATE.speculative = bool(args.speculative_algorithm)
+    STATE.metrics_on = bool(getattr(args, "enable_metrics", False))
     STATE.on_fatal = lambda: fatal_then_hang(ranks)
     note("server", port=port)
     if mode == "fatal-in-bench":  # the fatal line comes from a request thread: no signal() there

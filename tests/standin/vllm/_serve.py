@@ -171,6 +171,7 @@ def serve(args: argparse.Namespace) -> int:
     spec = args.speculative_config or {}
     STATE.spec_tokens = int(spec.get("num_speculative_tokens") or (3 if spec else 0))
     STATE.per_pos = [0] * STATE.spec_tokens
+    STATE.max_num_seqs = int(args.max_num_seqs or STATE.max_num_seqs)
     engine_pid = os.getpid() + 1
     shown = json.dumps(spec) if spec else "None"
     info("core.py", 140, f"Initializing a V1 LLM engine (v{__version__}) with config: "

@@ -10,6 +10,11 @@ each request's own is STANDIN_ACCEPT_LENGTH (default 2.6) within +-15 %, from it
 Tokens stream at STANDIN_THROUGHPUT (default 82) tokens/s per request, the first after
 STANDIN_TTFT_MS (default: one token's time), so that bench serve's output_throughput is about
 STANDIN_THROUGHPUT times the concurrency.
+The scheduler's gauges follow the requests in flight: each holds ceil(tokens / 16) KV blocks of
+STANDIN_KV_TOKENS (default 512,000, as the startup log says) while it runs; in arrival order,
+those that fit in --max-num-seqs (default 1024, 0.33.0's on an H100/H200) and in the KV cache
+count as running, the rest as waiting; vllm:kv_cache_usage_perc is the used blocks' share
+(vllm/v1/core/block_pool.py get_usage).
 """
 
 from __future__ import annotations
@@ -43,6 +48,26 @@ class State:
         self.ideal_accepted = 0.0
         self.started = time.time()
         self.calls = 0
+        self.max_num_seqs = 1024
+        self.held: dict[str, int] = {}  # tokens each request in flight holds, in arrival order
+
+    def hold(self, request: str, tokens: int) -> None:
+        with self.lock:
+            self.held[request] = tokens
+
+    def release(self, request: str) -> None:
+        with self.lock:
+            self.held.pop(request, None)
+
+    def load(self) -> tuple[int, int, float]:
+        """(running, waiting, KV-cache usage 0..1) of the requests in flight; under the lock."""
+        total = max(1, kv_tokens() // KV_BLOCK)
+        used = running = 0
+        for tokens in self.held.values():
+            need = -(-tokens // KV_BLOCK)
+            if running < self.max_num_seqs and used + need <= total:
+                running, used = running + 1, used + need
+        return running, len(self.held) - running, used / total
 
     def generate(self, prompt: str, prompt_tokens: int, new_tokens: int) -> None:
         """Count one finished request, as the engine's stat loggers do."""
@@ -86,12 +111,13 @@ class State:
         with self.lock:
             c = dict(self.counters)
             per_pos = list(self.per_pos)
+            running, waiting, usage = self.load()
         family("vllm:num_requests_running", "gauge",
-               "Number of requests in model execution batches.", [("{" + labels + "}", 0)])
+               "Number of requests in model execution batches.", [("{" + labels + "}", running)])
         family("vllm:num_requests_waiting", "gauge",
-               "Number of requests waiting to be processed.", [("{" + labels + "}", 0)])
+               "Number of requests waiting to be processed.", [("{" + labels + "}", waiting)])
         family("vllm:kv_cache_usage_perc", "gauge",
-               "KV-cache usage. 1 means 100 percent usage.", [("{" + labels + "}", 0)])
+               "KV-cache usage. 1 means 100 percent usage.", [("{" + labels + "}", usage)])
         for name, key, doc in (
             ("vllm:prompt_tokens", "prompt", "Number of prefill tokens processed."),
             ("vllm:generation_tokens", "generation", "Number of generation tokens processed."),
@@ -117,6 +143,11 @@ class State:
 
 
 STATE = State()
+KV_BLOCK = 16  # tokens per KV block (--block-size's default)
+
+
+def kv_tokens() -> int:
+    return int(os.environ.get("STANDIN_KV_TOKENS") or 512_000)
 
 
 def base_accept_length() -> float:
@@ -186,13 +217,19 @@ class Handler(BaseHTTPRequestHandler):
         text = prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
         prompt_tokens = len(prompt) if isinstance(prompt, list) else max(1, len(text.split()))
         new_tokens = int(body.get("max_tokens") or 16)
-        if body.get("stream"):
-            self._stream(body, text, prompt_tokens, new_tokens)
-        else:
+        request = uuid.uuid4().hex
+        # a streamed request's cache grows token by token; a whole one is held at its full size
+        STATE.hold(request, prompt_tokens + (1 if body.get("stream") else new_tokens))
+        try:
+            if body.get("stream"):
+                self._stream(body, text, prompt_tokens, new_tokens, request=request)
+                return
             self._sleep_tokens(new_tokens)
-            STATE.generate(text, prompt_tokens, new_tokens)
-            self._reply(200, {**self._head(body), "choices": [self._choice(
-                " token" * new_tokens, "length")], "usage": _usage(prompt_tokens, new_tokens)})
+        finally:
+            STATE.release(request)
+        STATE.generate(text, prompt_tokens, new_tokens)
+        self._reply(200, {**self._head(body), "choices": [self._choice(
+            " token" * new_tokens, "length")], "usage": _usage(prompt_tokens, new_tokens)})
 
     def _head(self, body: dict[str, Any]) -> dict[str, Any]:
         return {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
@@ -207,7 +244,8 @@ class Handler(BaseHTTPRequestHandler):
     def _sleep_tokens(new_tokens: int) -> None:
         time.sleep(ttft_s() + max(0, new_tokens - 1) / throughput())
 
-    def _stream(self, body: dict[str, Any], text: str, prompt_tokens: int, n: int) -> None:
+    def _stream(self, body: dict[str, Any], text: str, prompt_tokens: int, n: int, *,
+                request: str) -> None:
         self.send_response(200)
         self.send_header("content-type", "text/event-stream; charset=utf-8")
         self.send_header("transfer-encoding", "chunked")
@@ -217,6 +255,7 @@ class Handler(BaseHTTPRequestHandler):
         for i in range(n):
             if i:
                 time.sleep(1.0 / throughput())
+            STATE.hold(request, prompt_tokens + i + 1)
             finish = "length" if i == n - 1 else None
             self._event({**head, "choices": [self._choice(" token", finish)], "usage": None})
         STATE.generate(text, prompt_tokens, n)
