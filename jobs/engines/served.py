@@ -13,6 +13,9 @@ prompts sent is no sample: the record's `repetitions` says why. With the plan's 
 more benchmark run comes first on the same server, with a seed after the repetitions': the first
 pass after a start runs cold, so it is recorded (the record's `warmup`) but never a sample.
 
+With load levels the server starts once and is benchmarked at every level, lowest first
+(jobs.engines.levels_run: the levels, their record and their checkpoint for a resume).
+
 What differs between engines (command lines, the result file, the accept length, the cache
 reset) is the engine's `Dialect`.
 """
@@ -22,7 +25,6 @@ from __future__ import annotations
 import secrets
 import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +34,8 @@ from jobs.core.rules import RuleSet
 from jobs.engines.base import RunContext, now_iso, server_env, to_run_record
 from jobs.engines.dialect import Dialect, is_count
 from jobs.engines.dialect import figures as figures_of
+from jobs.engines.levels_run import Ending as _Ending
+from jobs.engines.levels_run import Level, Levels
 from jobs.engines.procs import TAIL_LINES, ProcessGroup, free_port
 from jobs.engines.watch import LogWatch
 
@@ -47,15 +51,6 @@ def run_served(config: RunConfig, ctx: RunContext, *, rules: RuleSet,
                dialect: Dialect) -> RunRecord:
     """One configuration's run; never leaves a process of it behind."""
     return _Run(config=config, ctx=ctx, rules=rules, dialect=dialect).execute()
-
-
-@dataclass
-class _Ending:
-    """Why a run stopped early; None of these means it went well."""
-
-    status: str
-    exit_code: int | None = None
-    extra_lines: list[str] = field(default_factory=list)
 
 
 class _Run:
@@ -74,9 +69,8 @@ class _Run:
         self.server: ProcessGroup | None = None
         self.bench: ProcessGroup | None = None
         self._stop_checked = 0.0
-        self.repetitions: list[dict[str, Any]] = []
-        self.warmup: dict[str, Any] | None = None  # the warm-up's result: recorded, no sample
-        self.stopped_early: int | None = None  # the repetition after which stop_early held
+        self.level = Level(load={})  # the level being measured
+        self.measured = 0  # levels measured on this server
         self.notes: list[str] = []  # specbench's own lines, after the server's log tail
         stem = ctx.log_path.name.removesuffix(".log")
         self.bench_log = ctx.log_path.with_name(f"{stem}.bench.log")
@@ -84,18 +78,17 @@ class _Run:
 
     def execute(self) -> RunRecord:
         started_at = now_iso()
-        samples: dict[str, list[float]] = {}
-        accept: list[float] = []
+        levels = Levels(self.config, self.ctx)
         ending: _Ending | None = None
         try:
-            self.ctx.on_phase("launching", {})
-            ending = self._launch() or self._wait_ready()
-            if ending is None:
-                self.ctx.on_phase("ready", {})
-                if self.ctx.plan.warmup:
-                    self.ctx.on_phase("warmup", {"of": self.ctx.plan.reps})
-                    ending = self._bench_once(0, samples=samples, accept=accept)
-                ending = ending or self._repeat(samples=samples, accept=accept)
+            if levels.pending:  # else every level came from the checkpoint
+                self.ctx.on_phase("launching", {})
+                ending = self._launch() or self._wait_ready()
+                if ending is not None:
+                    levels.ended_before(ending.status)
+                else:
+                    self.ctx.on_phase("ready", {})
+                    ending = levels.run(self)
         finally:
             self._shut_down(fatal=self.watch.fatal is not None)
         ending = ending or _Ending("ok", exit_code=0)
@@ -105,32 +98,41 @@ class _Run:
             # negative one is our signal, not the server's.
             ending.exit_code = code if code is not None and code >= 0 else None
         tail = list(self.server.tail) if self.server is not None else []
-        metrics: dict[str, Any] = dict(samples)
-        metrics["accept_length"] = sum(accept) / len(accept) if accept else None
-        extra: dict[str, Any] = {"repetitions": self.repetitions} if self.repetitions else {}
-        extra["warmup"] = self.warmup
+        metrics, extra = levels.record_parts(ending.status)
         if self.watch.fallbacks:  # early startup lines: the log tail may have lost them
             extra["fallbacks"] = list(self.watch.fallbacks)
-        if self.stopped_early is not None:
-            extra["stopped_early"] = self.stopped_early
-        return to_run_record(
+        record = to_run_record(
             self.config, self.ctx, status=ending.status, started_at=started_at,
-            exit_code=ending.exit_code,
-            log_tail="\n".join([*tail, *self.notes, *ending.extra_lines][-TAIL_LINES:]),
+            exit_code=ending.exit_code, log_tail="\n".join(
+                [*tail, *levels.notes, *self.notes, *ending.extra_lines][-TAIL_LINES:]),
             metrics=metrics, extra=extra,
         )
+        levels.finish()
+        return record
 
-    def _repeat(self, *, samples: dict[str, list[float]], accept: list[float]) -> _Ending | None:
-        """The repetitions, until one ends the run or `stop_early` holds."""
-        reps = self.ctx.plan.reps
+    def measure(self, level: Level) -> _Ending | None:
+        """One level on the ready server: its warm-up, then its repetitions."""
+        self.level = level
+        ending: _Ending | None = None
+        if self.ctx.plan.warmup:
+            self.ctx.on_phase("warmup", level.tag({"of": self.ctx.plan.reps}))
+            ending = self._bench_once(0)
+        ending = ending or self._repeat()
+        self.measured += 1
+        return ending
+
+    def _repeat(self) -> _Ending | None:
+        """The repetitions, until one ends the run or `stop_early` holds (without loads)."""
+        reps, level = self.ctx.plan.reps, self.level
         for rep in range(1, reps + 1):
-            self.ctx.on_phase("repetition", {"rep": rep, "of": reps})
-            ending = self._bench_once(rep, samples=samples, accept=accept)
+            self.ctx.on_phase("repetition", level.tag({"rep": rep, "of": reps}))
+            ending = self._bench_once(rep)
             if ending is not None:
                 return ending
-            got = samples.get(self.ctx.plan.metric, [])
-            if rep < reps and self.ctx.stop_early and self.ctx.stop_early(got):
-                self.stopped_early = rep
+            got = level.samples.get(self.ctx.plan.metric, [])
+            if rep < reps and self.ctx.stop_early and self.ctx.plan.loads is None \
+                    and self.ctx.stop_early(got):
+                level.stopped_early = rep
                 self.notes.append(f"specbench: stopped after repetition {rep} of "
                                   f"{reps}: this point can no longer beat the best")
                 return None
@@ -166,15 +168,15 @@ class _Run:
             self.watch.event.wait(TICK_S)
             self.watch.event.clear()
 
-    def _bench_once(
-        self, rep: int, *, samples: dict[str, list[float]], accept: list[float]
-    ) -> _Ending | None:
-        """One benchmark run: repetition `rep`, or the warm-up for 0."""
-        plan, dialect = self.ctx.plan, self.dialect
+    def _bench_once(self, rep: int) -> _Ending | None:
+        """One benchmark run at the level: repetition `rep`, or the warm-up for 0."""
+        plan, dialect, level = self.ctx.plan, self.dialect, self.level
         label = f"rep{rep}" if rep else "warmup"
+        if level.load:
+            label = f"{'-'.join(f'{k}{v}' for k, v in level.load.items())}.{label}"
         out_file = Path(f"{self.bench_stem}.{label}.{secrets.token_hex(3)}.json")
-        bench = dialect.bench_settings(plan.bench, rep=rep or plan.reps + 1)
-        if rep > 1 or (rep == 1 and plan.warmup):
+        bench = dialect.bench_settings(level.bench, rep=rep or plan.reps + 1)
+        if rep > 1 or (rep == 1 and (plan.warmup or self.measured)):
             self._reset(rep)
         argv = dialect.bench_argv(self.port, out_file, bench)
         before = dialect.counters(self.port, self.watch.opener)
@@ -205,7 +207,7 @@ class _Run:
         if code != 0 or result is None:
             why = f"exited {code}" if code != 0 else f"exited 0 but wrote no result to {out_file}"
             return _Ending("failed", exit_code=code, extra_lines=self._bench_lines(rep, why))
-        sent, completed = dialect.prompts_sent(plan.bench), result.get("completed")
+        sent, completed = dialect.prompts_sent(level.bench), result.get("completed")
         length = dialect.accept_length(result, before, dialect.counters(self.port,
                                                                         self.watch.opener))
         if rep == 0:
@@ -213,38 +215,40 @@ class _Run:
             return None
         entry: dict[str, Any] = {"rep": rep, "seed": bench["seed"], "sent": sent,
                                  "completed": completed, "sample": True}
-        self.repetitions.append(entry)
+        level.repetitions.append(entry)
         if not is_count(completed) or completed != sent:
             entry.update(sample=False, why=f"completed {completed} of {sent}")
             self.notes.append(f"specbench: repetition {rep} is no sample: {dialect.bench_name} "
                               f"completed {completed} of {sent} prompts")
-            self.ctx.on_phase("result", {"rep": rep, "of": plan.reps, "metric": plan.metric,
-                                         "value": None, "why": entry["why"]})
+            self.ctx.on_phase("result", level.tag({"rep": rep, "of": plan.reps, "metric":
+                                                   plan.metric, "value": None,
+                                                   "why": entry["why"]}))
             return None
-        figures = figures_of(result, plan.metric, dialect.metrics)
+        figures = figures_of(result, plan.metric, (*dialect.metrics, *plan.slo))
         for key, figure in figures.items():
-            samples.setdefault(key, []).append(figure)
+            level.samples.setdefault(key, []).append(figure)
         if length is not None and length > 0:
-            accept.append(float(length))
+            level.accept.append(float(length))
             entry["accept_length"] = float(length)
-        self.ctx.on_phase("result", {"rep": rep, "of": plan.reps, "metric": plan.metric,
-                                     "value": figures.get(plan.metric)})
+        self.ctx.on_phase("result", level.tag({"rep": rep, "of": plan.reps, "metric":
+                                               plan.metric, "value": figures.get(plan.metric)}))
         return None
 
     def _record_warmup(self, result: dict[str, Any], *, seed: int, sent: int,
                        length: float | None) -> None:
         """The warm-up's figures as the record keeps them, and its phase; never a sample."""
-        plan = self.ctx.plan
+        plan, level = self.ctx.plan, self.level
         completed = result.get("completed")
-        self.warmup = {**figures_of(result, plan.metric, self.dialect.metrics), "seed": seed,
-                       "sent": sent, "completed": completed}
+        warmup = {**figures_of(result, plan.metric, (*self.dialect.metrics, *plan.slo)),
+                  "seed": seed, "sent": sent, "completed": completed}
         if length is not None and length > 0:
-            self.warmup["accept_length"] = float(length)
+            warmup["accept_length"] = float(length)
+        level.warmup = warmup
         if not is_count(completed) or completed != sent:
             self.notes.append(f"specbench: the warm-up completed {completed} of {sent} prompts "
                               "(not a sample either way)")
-        self.ctx.on_phase("result", {"rep": 0, "of": plan.reps, "metric": plan.metric,
-                                     "warmup": True, "value": self.warmup.get(plan.metric)})
+        self.ctx.on_phase("result", level.tag({"rep": 0, "of": plan.reps, "metric": plan.metric,
+                                               "warmup": True, "value": warmup.get(plan.metric)}))
 
     def _reset(self, rep: int) -> None:
         """The engine's caches emptied before repetition `rep`, where it can."""
