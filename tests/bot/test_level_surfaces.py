@@ -369,3 +369,22 @@ def test_history_counts_mixed_and_names_the_loads_of_the_best() -> None:
     stored = stored.__class__(**{**stored.__dict__, "report": report_of(records("b-1"))})
     text = views.history([_summary_line(stored)])
     assert text.splitlines()[1].endswith("done — 1 failed, 2 mixed; best tuned +40.0% at c=4")
+
+
+def test_a_mixed_confirmation_is_confirmed_at_some_levels_only() -> None:
+    report = hand_made()
+    report["sweep"] = {"name": "eagle-topk", "search": "grid", "measured": 4, "points": 4,
+                       "best": {"approach": "eagle-topk@k=4", "delta_pct": 25.0,
+                                "vs_parent": None},
+                       "confirmation": {"batch": "b-conf", "approach": "eagle-topk@k=4",
+                                        "state": "done", "verdict": "mixed", "value": 120.0,
+                                        "delta_pct": 20.0}}
+    text = render_report(report, "text")
+    assert ("confirmed at some load levels only: eagle-topk@k=4 was mixed in confirmation "
+            "b-conf (improved at some levels, regressed at others: `show b-conf` has each)"
+            ) in text
+    assert "was noise" not in text
+    stored = row("b-sweep", days_ago=1, results=[])
+    stored = stored.__class__(**{**stored.__dict__, "report": report})
+    assert "; sweep eagle-topk confirmed at some load levels only (mixed) in b-conf" in (
+        views.history([_summary_line(stored)]))
