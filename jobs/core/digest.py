@@ -55,7 +55,7 @@ from jobs.core.digest_memory import (
     sweep_points,
 )
 from jobs.core.digest_regressions import regressions
-from jobs.core.digest_wins import SETTLED, wins_of
+from jobs.core.digest_wins import SETTLED, verdict_counts, wins_of
 from jobs.core.errors import UserError
 from jobs.core.experiments import Experiment, experiments, is_confirmation
 from jobs.core.records import RunRecord
@@ -94,6 +94,7 @@ def build_digest(
         },
         "batches": [_batch_line(e, zone) for e in started],
         "counts": dict(Counter(e.row.state for e in started)),
+        "verdicts": verdict_counts(started),  # their results, mixed ones too
         "best": best_configurations(rows, records, since=since, now=now,
                                     earlier=memory.earlier),
         "wins": [win for e in started for win in wins_of(e)],

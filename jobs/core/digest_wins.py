@@ -1,4 +1,5 @@
-"""The digest's wins (`jobs.core.digest`): an experiment's improvements, and with load levels
+"""The digest's wins and verdict counts (`jobs.core.digest`): an experiment's improvements, and
+its results counted by verdict (`verdict_counts`); with load levels
 (SPEC.md "Load levels and service-level objectives") its mixed results too, as what they are:
 a win up to (or from) the crossover, never a plain win nor a plain regression.
 
@@ -9,13 +10,17 @@ one's `crossover` text ("improved up to max-concurrency 4, regressed from 16").
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobs.core.digest_memory import sweep_points
 from jobs.core.experiments import Experiment
 from jobs.core.units import unit_of
 
+ORDER = ("improved", "mixed", "regressed", "unchanged", "inconclusive", "failed", "cancelled",
+         "skipped")
+"""The order verdicts are counted in (the summaries' headline order)."""
 SETTLED = ("improved", "unchanged", "regressed", "mixed")
 """Verdicts that answer a retry (or an open inconclusive): every level was measured and judged;
 a mixed result is as conclusive as an improved one, level by level."""
@@ -56,3 +61,17 @@ def _best_level(res: Mapping[str, Any]) -> Mapping[str, Any] | None:
               if e.get("verdict") == "improved" and e.get("slo") != "violated"
               and e.get("delta_pct") is not None]
     return max(levels, key=lambda e: float(e["delta_pct"]), default=None)
+
+
+def verdict_counts(exps: Sequence[Experiment]) -> dict[str, int]:
+    """The experiments' results by verdict, in ORDER (a sweep's points never count: its
+    confirmation's verdict does); a verdict no result has is left out."""
+    counts: Counter[str] = Counter()
+    for exp in exps:
+        points = sweep_points(exp.row)
+        counts.update(str(res.get("verdict")) for res in (exp.row.report or {}).get("results")
+                      or [] if res.get("approach") not in points)
+        confirmation = ((exp.row.report or {}).get("sweep") or {}).get("confirmation") or {}
+        if confirmation.get("verdict"):
+            counts[str(confirmation["verdict"])] += 1
+    return {v: counts[v] for v in (*ORDER, *sorted(set(counts) - set(ORDER))) if counts[v]}

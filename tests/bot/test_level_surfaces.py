@@ -278,9 +278,12 @@ def test_the_digest_lists_a_mixed_result_as_a_win_up_to_its_crossover() -> None:
     assert digest["inconclusive"] == []
     assert not any(s["kind"] == "retry" and s["approach"] == "eagle3"
                    for s in digest["next_steps"])
+    assert digest["verdicts"] == {"mixed": 2, "inconclusive": 1, "failed": 1}
     # never a regression of its own: a mixed result is no judged delta
     assert digest["regressions"] == []
     text = render_text("digest", digest=digest)
+    assert text.splitlines()[1] == (
+        "2 batches: 2 done; results: 2 mixed, 1 inconclusive, 1 failed")
     assert ("± eagle3/eagle3 130 tok/s (+30.0%) at max-concurrency 1 in b-1: mixed, improved "
             "up to max-concurrency 4, regressed from 16") in text
     blocks = render_blocks("digest", fallback="digest", digest=digest)
