@@ -72,6 +72,9 @@ def verdict_counts(exps: Sequence[Experiment]) -> dict[str, int]:
         counts.update(str(res.get("verdict")) for res in (exp.row.report or {}).get("results")
                       or [] if res.get("approach") not in points)
         confirmation = ((exp.row.report or {}).get("sweep") or {}).get("confirmation") or {}
-        if confirmation.get("verdict"):
+        if exp.confirmation is not None:  # its confirmation batch, folded into the sweep's
+            counts.update(str(res.get("verdict")) for res
+                          in (exp.confirmation.report or {}).get("results") or [])
+        elif confirmation.get("verdict"):
             counts[str(confirmation["verdict"])] += 1
     return {v: counts[v] for v in (*ORDER, *sorted(set(counts) - set(ORDER))) if counts[v]}

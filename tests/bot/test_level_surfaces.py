@@ -27,7 +27,7 @@ from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
 from tests.bot.test_small_text import table
 from tests.conftest import make_plan, make_record
-from tests.jobs.test_digest import NOW, row
+from tests.jobs.test_digest import CHUNK_0, CHUNK_1, NOW, result, row, sweep_plan
 from tests.jobs.test_level_verdicts import SLO, leveled
 from tests.jobs.test_messages import check_slack_limits
 
@@ -391,3 +391,14 @@ def test_a_mixed_confirmation_is_confirmed_at_some_levels_only() -> None:
     stored = stored.__class__(**{**stored.__dict__, "report": report})
     assert "; sweep eagle-topk confirmed at some load levels only (mixed) in b-conf" in (
         views.history([_summary_line(stored)]))
+
+
+def test_the_digest_counts_a_sweep_by_its_confirmation_never_its_points() -> None:
+    rows = [row("b-sweep", days_ago=3, plan=sweep_plan(), results=[
+                result("eagle3", "mixed", value=84.0, delta_pct=5.0),
+                result(CHUNK_0, "improved", value=104.0, delta_pct=30.0),
+                result(CHUNK_1, "regressed", value=70.0, delta_pct=-12.0)]),
+            row("b-confirm", days_ago=2.9, results=[
+                result(CHUNK_0, "mixed", value=86.4, delta_pct=8.0)])]
+    digest = build_digest(rows, {}, now=NOW, days=7)
+    assert digest["verdicts"] == {"mixed": 2}
