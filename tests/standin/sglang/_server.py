@@ -11,6 +11,7 @@ where it logs a decode batch: sglang:num_running_reqs (the /generate calls in fl
 sglang:token_usage (the tokens they hold over STANDIN_KV_TOKENS, default the 512000 its start
 log allocates; at most 1, two decimals), sglang:num_queue_reqs and sglang:spec_accept_length
 (the last request's accept length, 0 without speculation).
+How its speed depends on the requests running together is `_load`'s model.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from sglang import __version__
+from sglang import __version__, _load
 from sglang._flags import version_tuple
 from sglang._log import log
 
@@ -103,6 +104,9 @@ STATE = State()
 
 def base_accept_length() -> float:
     return float(os.environ.get("STANDIN_ACCEPT_LENGTH") or 2.6)
+
+
+HOLD_S = 0.05
 
 
 def kv_tokens() -> int:
@@ -199,6 +203,13 @@ class Handler(BaseHTTPRequestHandler):
         prompt = str(body.get("text") or body.get("input_ids") or "")
         with STATE.lock:
             STATE.held[calls] = new_tokens + 7
+            running = len(STATE.held)
+        if _load.dies_at(running):
+            STATE.on_fatal()
+        # held for its decode time at this load (at most HOLD_S: bench_serving's figures come
+        # from the load model, not the clock), so that requests sent together run together
+        time.sleep(min(HOLD_S, new_tokens / (throughput() * _load.speed(
+            running, speculative=STATE.speculative))))
         own = STATE.generate(prompt, new_tokens)
         running, usage = STATE.decode_batch(own)
         with STATE.lock:

@@ -8,6 +8,13 @@ internet, nor has the stand-in); `random-ids` needs nothing. Then a warm-up, /fl
 the result block and the JSON line. A failed request only lowers `completed`; the line is still
 written. STANDIN_MODE: slow-bench (hangs), bench-fails (traceback, exit 1), bench-empty (exit 0,
 no line).
+The prompts go out as the release sends them: at most --max-concurrency at a time (a semaphore),
+at --request-rate a second (Poisson arrivals from --seed; inf: all at once). The figures come
+from the load model (`_load`) at the concurrency the run reaches: --max-concurrency, at most the
+prompts sent, and with a finite --request-rate Little's law (rate x one request's latency); with
+neither the stand-in has always reported one request's figures. A speculative server (one whose
+/get_server_info has an accept length) follows the model's speculative curve. Every latency key
+of the release's result line is written (mean, median, std, p99; p95 for ITL).
 """
 
 from __future__ import annotations
@@ -21,9 +28,10 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sglang import __version__
+from sglang import __version__, _load
 from sglang._flags import build_bench_parser, flag_set, version_tuple
 from sglang._log import note
 
@@ -113,6 +121,44 @@ def _generate(base_url: str, prompt: str, tokens: int) -> bool:
         return False
 
 
+def _send_all(args: argparse.Namespace, base_url: str, requests: list[str]) -> int:
+    """Every prompt, at most --max-concurrency at a time, at --request-rate: how many completed."""
+    rng = random.Random(args.seed)
+    rate = float(args.request_rate)
+    arrivals, at = [], 0.0
+    for _ in requests:
+        arrivals.append(at)
+        at += rng.expovariate(rate) if math.isfinite(rate) and rate > 0 else 0.0
+    started = time.perf_counter()
+
+    def one(index: int) -> bool:
+        time.sleep(max(0.0, started + arrivals[index] - time.perf_counter()))
+        return _generate(base_url, requests[index], args.random_output_len)
+
+    workers = args.max_concurrency or len(requests) or 1
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return sum(pool.map(one, range(len(requests))))
+
+
+def concurrency(args: argparse.Namespace, sent: int, one_request_s: float) -> float:
+    """The requests running at once that the run reaches (see the module)."""
+    rate = float(args.request_rate)
+    if not args.max_concurrency and not math.isfinite(rate):
+        return 1.0
+    c = float(min(args.max_concurrency or sent, max(sent, 1)))
+    if math.isfinite(rate) and rate > 0:
+        c = min(c, max(1.0, rate * one_request_s))
+    return c
+
+
+def latencies(name: str, mean: float, *, p95: bool = False, p99: float = 1.2) -> dict[str, float]:
+    found = {f"mean_{name}_ms": mean, f"median_{name}_ms": mean, f"std_{name}_ms": mean * 0.1}
+    if p95:
+        found[f"p95_{name}_ms"] = mean * 1.15
+    found[f"p99_{name}_ms"] = mean * p99
+    return found
+
+
 def _wait_ready(url: str, timeout_s: int) -> bool:
     print(f"Waiting up to {timeout_s}s for {url} to become ready...", flush=True)
     started = time.perf_counter()
@@ -166,7 +212,7 @@ def main(argv: list[str]) -> int:
     if args.flush_cache:
         _call(base_url + "/flush_cache", {})
     started = time.perf_counter()
-    completed = sum(_generate(base_url, prompt, random_out) for prompt in requests)
+    completed = _send_all(args, base_url, requests)
     duration = max(time.perf_counter() - started, 1e-6)
     info_path = "/server_info" if AT >= (0, 5, 10) else "/get_server_info"
     internal = _call(base_url + info_path).get("internal_states") or [{}]
@@ -175,11 +221,15 @@ def main(argv: list[str]) -> int:
     if completed == 0:
         print("UserWarning: All requests failed. This is likely due to a misconfiguration on the "
               "benchmark arguments.", flush=True)
-    output = float(os.environ.get("STANDIN_THROUGHPUT") or 82.0) * completed / max(sent, 1)
+    one = float(os.environ.get("STANDIN_THROUGHPUT") or 82.0)
+    ttft_one = float(os.environ.get("STANDIN_TTFT_MS") or 120.0)
+    c = concurrency(args, sent, ttft_one / 1000.0 + random_out / one)
+    per_request = one * _load.speed(c, speculative=accept_length is not None)
+    output = per_request * c * completed / max(sent, 1)
     in_len = args.random_input_len
     total = output * (in_len + random_out) / random_out
-    itl = 1000.0 / output if output else math.nan
-    ttft = float(os.environ.get("STANDIN_TTFT_MS") or 120.0)
+    itl = 1000.0 * c / output if output else math.nan
+    ttft = ttft_one * _load.ttft_factor(c)
     result = {
         "backend": args.backend, "dataset_name": args.dataset_name,
         "request_rate": args.request_rate if math.isfinite(args.request_rate) else "inf",
@@ -189,9 +239,10 @@ def main(argv: list[str]) -> int:
         "total_input_tokens": completed * in_len, "total_output_tokens": completed * random_out,
         "request_throughput": completed / duration, "input_throughput": total - output,
         "output_throughput": output, "total_throughput": total,
-        "mean_ttft_ms": ttft, "median_ttft_ms": ttft, "p99_ttft_ms": ttft * 1.2,
-        "mean_itl_ms": itl, "median_itl_ms": itl, "p99_itl_ms": itl * 1.3,
-        "concurrency": float(args.max_concurrency or 1), "accept_length": accept_length,
+        **latencies("e2e_latency", ttft + max(0, random_out - 1) * itl),
+        **latencies("ttft", ttft), **latencies("tpot", itl, p99=1.3),
+        **latencies("itl", itl, p95=True, p99=1.3),
+        "concurrency": c, "accept_length": accept_length,
     }
     print("\n{s:{c}^{n}}".format(s=" Serving Benchmark Result ", n=50, c="="))
     print("{:<40} {:<10}".format("Backend:", args.backend))

@@ -5,9 +5,11 @@ first of /v1/models); the `random` dataset from --seed (--random-input-len words
 within --random-range-ratio); the initial test request when --ready-check-timeout-sec > 0;
 /metrics read before and after the run for the spec-decode counters; then every prompt through
 POST /v1/completions (streamed, `stream_options.include_usage`, as the `vllm` and `openai`
-backends send it) at most --max-concurrency at a time; TTFT, TPOT and ITL from the stream's own
-timing; the result block; and with --save-result the JSON of serve.py:2300-2456 (without
---save-detailed the per-request lists it deletes are gone) in --result-dir/--result-filename.
+backends send it) at most --max-concurrency at a time, arriving at --request-rate a second
+(burstiness 1: Poisson arrivals from --seed, as get_request draws them; inf: all at once);
+TTFT, TPOT and ITL from the stream's own timing; the result block; and with --save-result the
+JSON of serve.py:2300-2456 (without --save-detailed the per-request lists it deletes are gone)
+in --result-dir/--result-filename.
 STANDIN_MODE: slow-bench (hangs after the test run), bench-fails (traceback, exit 1).
 """
 
@@ -131,6 +133,20 @@ def sample(args: argparse.Namespace) -> list[tuple[str, int, int]]:
     return rows
 
 
+def arrival_times(args: argparse.Namespace, count: int) -> list[float]:
+    """When each request is sent, from the start: gamma gaps of mean 1 / --request-rate and
+    shape --burstiness (1: exponential), from --seed; all at 0 with an infinite rate."""
+    rate = float(args.request_rate)
+    rng = random.Random(args.seed)
+    found, at = [], 0.0
+    for _ in range(count):
+        found.append(at)
+        if 0 < rate < float("inf"):
+            shape = float(args.burstiness or 1.0)
+            at += rng.gammavariate(shape, 1.0 / (rate * shape))
+    return found
+
+
 def bench_serve(args: argparse.Namespace) -> int:
     mode = os.environ.get("STANDIN_MODE") or "ok"
     note("bench")
@@ -172,9 +188,15 @@ def bench_serve(args: argparse.Namespace) -> int:
     print(f"Traffic request rate: {args.request_rate}")
     print(f"Burstiness factor: {args.burstiness} (Poisson process)")
     print(f"Maximum request concurrency: {args.max_concurrency}", flush=True)
+    arrivals = arrival_times(args, len(rows))
     started = time.perf_counter()
+
+    def one(index: int) -> dict[str, Any]:
+        time.sleep(max(0.0, started + arrivals[index] - time.perf_counter()))
+        return request(api_url, model, *rows[index], args.ignore_eos)
+
     with ThreadPoolExecutor(max_workers=args.max_concurrency or len(rows) or 1) as pool:
-        outputs = list(pool.map(lambda r: request(api_url, model, *r, args.ignore_eos), rows))
+        outputs = list(pool.map(one, range(len(rows))))
     duration = max(time.perf_counter() - started, 1e-9)
     spec = spec_stats(before, spec_counters(base_url))
     failed = [o for o in outputs if not o["success"]]

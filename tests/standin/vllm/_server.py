@@ -9,7 +9,9 @@ metrics.py:227-258; exposed with `_total`), so that 1 + accepted / drafts is the
 each request's own is STANDIN_ACCEPT_LENGTH (default 2.6) within +-15 %, from its prompt.
 Tokens stream at STANDIN_THROUGHPUT (default 82) tokens/s per request, the first after
 STANDIN_TTFT_MS (default: one token's time), so that bench serve's output_throughput is about
-STANDIN_THROUGHPUT times the concurrency.
+STANDIN_THROUGHPUT times the concurrency at one request; with more requests in flight each
+token and the first one take longer, and a speculative server's advantage fades, as `_load`
+models it (STANDIN_FATAL_AT_RUNNING: the engine's fatal error with that many in flight).
 The scheduler's gauges follow the requests in flight: each holds ceil(tokens / 16) KV blocks of
 STANDIN_KV_TOKENS (default 512,000, as the startup log says) while it runs; in arrival order,
 those that fit in --max-num-seqs (default 1024, 0.33.0's on an H100/H200) and in the KV cache
@@ -29,6 +31,8 @@ import uuid
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
+
+from vllm import _load
 
 
 class State:
@@ -58,6 +62,14 @@ class State:
     def release(self, request: str) -> None:
         with self.lock:
             self.held.pop(request, None)
+
+    def running_now(self) -> int:
+        """The requests in flight; with STANDIN_FATAL_AT_RUNNING of them the engine dies."""
+        with self.lock:
+            running = len(self.held)
+        if _load.dies_at(running):
+            self.on_fatal()
+        return running
 
     def load(self) -> tuple[int, int, float]:
         """(running, waiting, KV-cache usage 0..1) of the requests in flight; under the lock."""
@@ -158,6 +170,11 @@ def throughput() -> float:
     return float(os.environ.get("STANDIN_THROUGHPUT") or 82.0)
 
 
+def token_s(running: int) -> float:
+    """One output token's time with `running` requests in flight (`_load`'s model)."""
+    return 1.0 / (throughput() * _load.speed(running, speculative=STATE.spec_tokens > 0))
+
+
 def ttft_s() -> float:
     """STANDIN_TTFT_MS, else one token's time: a request of N tokens then takes N/throughput."""
     ms = os.environ.get("STANDIN_TTFT_MS")
@@ -242,7 +259,9 @@ class Handler(BaseHTTPRequestHandler):
 
     @staticmethod
     def _sleep_tokens(new_tokens: int) -> None:
-        time.sleep(ttft_s() + max(0, new_tokens - 1) / throughput())
+        running = STATE.running_now()
+        time.sleep(ttft_s() * _load.ttft_factor(running)
+                   + max(0, new_tokens - 1) * token_s(running))
 
     def _stream(self, body: dict[str, Any], text: str, prompt_tokens: int, n: int, *,
                 request: str) -> None:
@@ -251,10 +270,10 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         head = self._head(body)
-        time.sleep(ttft_s())
+        time.sleep(ttft_s() * _load.ttft_factor(STATE.running_now()))
         for i in range(n):
             if i:
-                time.sleep(1.0 / throughput())
+                time.sleep(token_s(STATE.running_now()))
             STATE.hold(request, prompt_tokens + i + 1)
             finish = "length" if i == n - 1 else None
             self._event({**head, "choices": [self._choice(" token", finish)], "usage": None})
