@@ -22,13 +22,14 @@ COLOURS = {
     "baseline": "#1f3b70",      # navy: the reference, no verdict
     "improved": "#2e8b3a",      # green
     "regressed": "#d62728",     # red
+    "mixed": "#b35806",         # dark orange: improved at some load levels, regressed at others
     "unchanged": "#8c8c8c",     # grey
     "inconclusive": "#e69f00",  # amber
     "failed": "#7a0010",        # dark red
     "cancelled": "#6a3d9a",     # purple: stopped by a cancel
     "skipped": "#5e9fc4",       # light blue: never started
 }
-MARKS = {"improved": "▲", "regressed": "▼", "unchanged": "=", "inconclusive": "?",
+MARKS = {"improved": "▲", "regressed": "▼", "mixed": "±", "unchanged": "=", "inconclusive": "?",
          "failed": "✗", "cancelled": "■", "skipped": "·"}
 NOTE_BOX = {"facecolor": "white", "edgecolor": "none", "alpha": 0.8, "pad": 0.6}  # over lines
 
@@ -115,6 +116,9 @@ def _note(result: dict[str, Any]) -> str:
         return "■ cancelled"
     if verdict == "skipped":
         return "· skipped (never started)"
+    if verdict == "mixed":  # by load level: its crossover says more than the lowest's delta
+        crossover = result.get("crossover") or {}
+        return f"± mixed: {crossover.get('text') or 'improved at some loads, regressed at others'}"
     delta = result.get("delta_pct")
     shown = "–" if delta is None else f"{delta:+.1f}%"
     return f"{MARKS[verdict]} {shown}" + (" inconclusive" if verdict == "inconclusive" else "")
