@@ -130,7 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help=FORMAT_HELP + "; jsonl prints its run records instead")
     show.add_argument("--chart", metavar="FILE.png",
                       help="also write the batch's chart (each approach against the baseline, "
-                           "coloured by its verdict) to FILE.png")
+                           "coloured by its verdict) to FILE.png; with load levels also "
+                           "FILE-loads.png (the metric against load) and FILE-load-pareto.png "
+                           "(throughput against latency)")
 
     commands.add_parser("presets", help="the presets and their approaches")
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from bot.thread.messages import Message, Upload
 from jobs import settings
+from jobs.charts.loads import load_charts
 from jobs.charts.summary import to_chart_png
 from jobs.charts.sweep import landscape_png, pareto_png
 from jobs.core.messages import (
@@ -48,8 +49,8 @@ def summary_uploads(
     records: list[RunRecord], *, report: dict[str, Any], batch_id: str, plan: BatchPlan,
     redact: Callable[[str], str],
 ) -> list[Upload]:
-    """The chart of the report's verdicts (when something was measured) and the run records
-    as JSON lines, redacted."""
+    """The chart of the report's verdicts (when something was measured), with load levels the
+    metric against load and the Pareto front, and the run records as JSON lines, redacted."""
     files: list[Upload] = []
     png = to_chart_png(report, records)
     if png is not None:
@@ -58,6 +59,8 @@ def summary_uploads(
         files.append(Upload(f"{batch_id}-chart.png", png,
                             f"{metric}: each approach against the baseline, coloured by its "
                             "verdict"))
+    files.extend(Upload(f"{batch_id}-{chart.suffix}.png", chart.png, chart.title)
+                 for chart in load_charts(report))  # a batch with load levels: two more
     if plan.sweep is not None:
         files.extend(sweep_uploads(records, batch_id=batch_id, plan=plan))
     lines = [redact(json.dumps(_shown(r))) for r in records]

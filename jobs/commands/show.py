@@ -1,6 +1,6 @@
 """`show [BATCH]`: a stored batch (by default the latest a person started: after a sweep, the
 sweep batch, its confirmation folded in), its report and its run records, and its chart
-(`chart_of`).
+(`chart_of`), with load levels two more (`load_charts_of`).
 
 The report is the one stored when the batch ended (what its thread was told); a batch still
 running, or cut short, gets one built from the records so far.
@@ -9,7 +9,7 @@ running, or cut short, gets one built from the records so far.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jobs.batches import runners, sweeping
 from jobs.batches.execution import build_report
@@ -18,6 +18,9 @@ from jobs.core.errors import UserError
 from jobs.core.records import RunRecord
 from jobs.store import BatchRow, Store
 from jobs.store.experiments import confirmation_of, latest_experiment
+
+if TYPE_CHECKING:
+    from jobs.charts.loads import LoadChart
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,14 @@ def chart_of(data: Shown) -> bytes:
     if png is None:
         raise UserError(f"no chart: nothing was measured in batch {data.row.id}")
     return png
+
+
+def load_charts_of(data: Shown) -> list[LoadChart]:
+    """A batch with load levels: its metric against load and its Pareto front; else []."""
+    from jobs.charts.loads import load_charts
+
+    return load_charts(data.report if data.report is not None else
+                       report_of(data.row, data.records))
 
 
 def report_of(
