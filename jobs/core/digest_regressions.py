@@ -11,7 +11,10 @@ on one host and stack, where nothing but time differs. So a regression is one of
   baseline), judged again by the next experiment of the preset with a worse verdict (improved →
   unchanged or regressed, unchanged → regressed): the effect itself moved. Its deltas are each
   against their own batch's baseline, so they compare across stacks and overrides; the stack
-  change and every `--set` override that differs are named with it.
+  change and every `--set` override that differs are named with it. With load levels, a best
+  judged next time as **mixed** (improved at some levels, regressed at others) is no plain
+  regression: it is named with its verdict and crossover ("→ mixed: improved up to
+  max-concurrency 4, regressed from 16"), no delta set against the earlier one.
 
 A sweep and its confirmation are one experiment (`jobs.core.experiments`): its judged results are
 the sweep's own approaches' and its confirmed winner's.
@@ -127,14 +130,24 @@ def _bests(
     out = []
     for exp in exps:
         now_judged = judged_of(exp)
-        if not now_judged:
-            continue
         if held is not None and exp.row.created_at >= since:
             moved = _effect_regressed(held, (exp, now_judged), records)
             if moved is not None:
                 out.append(moved)
-        held = (exp, now_judged)
+                if moved["to"]["verdict"] == "mixed" and not now_judged:
+                    held = None  # named once: a later judged experiment starts anew
+        if now_judged:
+            held = (exp, now_judged)
     return out
+
+
+def _mixed_of(exp: Experiment) -> dict[str, dict[str, Any]]:
+    """The experiment's mixed results by approach (its confirmation's for a sweep)."""
+    reports = [exp.row.report, exp.confirmation.report if exp.confirmation else None]
+    points = sweep_points(exp.row)
+    return {str(res.get("approach")): res for report in reports
+            for res in (report or {}).get("results") or []
+            if res.get("verdict") == "mixed" and res.get("approach") not in points}
 
 
 def _effect_regressed(
@@ -147,16 +160,24 @@ def _effect_regressed(
     if (old_plan.metric, old_plan.lower_is_better) != (plan.metric, plan.lower_is_better):
         return None  # a different yardstick: no move to judge
     name = max(old, key=lambda n: old[n][1])  # the first of a tie, in report order
-    if name not in new or RANK[new[name][0]] >= RANK[old[name][0]]:
+    mixed = _mixed_of(new_exp).get(name) if old[name][0] == "improved" else None
+    change: float | None = None
+    if mixed is not None:
+        crossover = (mixed.get("crossover") or {}).get("text")
+        now, now_delta, now_value = "mixed", mixed.get("delta_pct"), mixed.get("value")
+    elif name not in new or RANK[new[name][0]] >= RANK[old[name][0]]:
         return None
-    (was, was_delta, was_value), (now, now_delta, now_value) = old[name], new[name]
+    else:
+        (now, now_delta, now_value), crossover = new[name], None
+        change = round(new[name][1] - old[name][1], 1)
+    was, was_delta, was_value = old[name]
     return {
         "preset": new_exp.row.preset, "what": "best", "metric": plan.metric,
-        "approach": name, "change_pp": round(now_delta - was_delta, 1),
+        "approach": name, "change_pp": change,
         "from": {"batch": old_exp.row.id, "approach": name, "verdict": was,
                  "delta_pct": was_delta, "value": was_value},
         "to": {"batch": new_exp.row.id, "approach": name, "verdict": now,
-               "delta_pct": now_delta, "value": now_value},
+               "delta_pct": now_delta, "value": now_value, "crossover": crossover},
         "stack": stack_change(_fingerprint(old_exp.row, records),
                               _fingerprint(new_exp.row, records)),
         "overrides": override_changes(old_plan.overrides, plan.overrides),

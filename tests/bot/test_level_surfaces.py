@@ -402,3 +402,30 @@ def test_the_digest_counts_a_sweep_by_its_confirmation_never_its_points() -> Non
                 result(CHUNK_0, "mixed", value=86.4, delta_pct=8.0)])]
     digest = build_digest(rows, {}, now=NOW, days=7)
     assert digest["verdicts"] == {"mixed": 2}
+
+
+def test_a_best_judged_mixed_next_time_is_named_with_its_crossover_not_a_plain_regression(
+) -> None:
+    earlier = row("b-0", days_ago=3, results=[
+        result("eagle3", "improved", value=130.0, delta_pct=30.0),
+        result("tuned", "improved", value=101.0, delta_pct=1.0)])
+    later = row("b-1", days_ago=1, results=[])
+    later = later.__class__(**{**later.__dict__, "report": report_of(records("b-1"))})
+    digest = build_digest([earlier, later], {}, now=NOW, days=7)
+    [moved] = digest["regressions"]
+    assert (moved["approach"], moved["from"]["verdict"], moved["to"]["verdict"]) == (
+        "eagle3", "improved", "mixed")
+    assert moved["change_pp"] is None  # the lowest level's delta is no measure of the move
+    assert moved["to"]["crossover"] == "improved up to max-concurrency 4, regressed from 16"
+    text = render_text("digest", digest=digest)
+    assert ("± eagle3 best: eagle3 +30.0% (improved) → mixed (improved up to max-concurrency 4, "
+            "regressed from 16) output_throughput, each against its own batch's baseline, "
+            "b-0 → b-1") in text
+    assert "▼ eagle3 best" not in text
+    blocks = render_blocks("digest", fallback="digest", digest=digest)
+    assert any("± eagle3 best: eagle3 +30.0% (improved) → mixed" in
+               str(b.get("text", {}).get("text", "")) for b in blocks["blocks"])
+    # a later batch where it is mixed again names it no more
+    again = row("b-2", days_ago=0.5, results=[])
+    again = again.__class__(**{**again.__dict__, "report": report_of(records("b-2"))})
+    assert len(build_digest([earlier, later, again], {}, now=NOW, days=7)["regressions"]) == 1
