@@ -21,6 +21,7 @@ from typing import Any
 from jobs.charts.summary import chart_title
 from jobs.charts.sweep import axis_label, pareto_front
 from jobs.core.loads import load_label, load_value
+from jobs.core.units import unit_of
 
 THROUGHPUTS = ("output_throughput", "total_throughput", "total_token_throughput",
                "request_throughput")
@@ -277,7 +278,8 @@ def _legend_label(s: Series) -> str:
 
 
 def _limits(slo: dict[str, float]) -> str:
-    return ", ".join(f"{k} ≤ {v:g}" for k, v in slo.items()) or "limits"
+    return ", ".join(f"{k} ≤ {v:g}{' ' + unit_of(k) if unit_of(k) else ''}"
+                     for k, v in slo.items()) or "limits"
 
 
 def _value(entry: dict[str, Any], metric: str) -> float:

@@ -98,7 +98,7 @@ def test_the_metric_against_load_one_line_per_configuration() -> None:
     assert axes.get_ylabel() == "output_throughput (tok/s, higher is better)"
     labels = [t.get_text() for t in figure.legends[0].get_texts()]
     assert labels[:2] == ["baseline", "eagle3 (mixed)"]
-    assert "SLO violated (p99_ttft_ms ≤ 1000)" in labels
+    assert "SLO violated (p99_ttft_ms ≤ 1000 ms)" in labels
 
 
 def test_levels_spanning_less_than_8x_stay_linear() -> None:
