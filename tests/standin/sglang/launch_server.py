@@ -45,6 +45,7 @@ from sglang._flags import build_parser, version_tuple
 from sglang._log import log, note
 from sglang._server import STATE, Handler
 
+BACKLOG = 2048  # uvicorn's --backlog default: a load level's requests connect at once
 AT = version_tuple(__version__)
 _SCHEDULER = (
     '  File "/sgl/python/sglang/srt/managers/scheduler.py", line 2661, in run_scheduler_process'
@@ -190,6 +191,7 @@ def main(argv: list[str]) -> int:
         value = os.environ.get(name)
         shown = "unset" if value is None else hashlib.sha256(value.encode()).hexdigest()
         log(f"environment sha256: {name}={shown}", rank=None)
+    ThreadingHTTPServer.request_queue_size = BACKLOG
     httpd = ThreadingHTTPServer((host, port), Handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     for rank in range(ranks):

@@ -43,6 +43,7 @@ from vllm._log import info, log, note
 from vllm._server import STATE, Handler
 from vllm._types import unknown_keys
 
+BACKLOG = 2048  # uvicorn's --backlog default: a load level's requests connect at once
 SUPPORTED_WORLD_SIZES = [2, 4, 6, 8, 16]  # custom_all_reduce.py:118
 
 
@@ -212,6 +213,7 @@ def serve(args: argparse.Namespace) -> int:
     httpd.socket.close()
     httpd.socket = sock
     httpd.server_name, httpd.server_port = host, port
+    httpd.request_queue_size = BACKLOG
     httpd.server_activate()  # listen(): from here on the port answers
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     for text in (f"Started server process [{os.getpid()}]", "Waiting for application startup.",
