@@ -8,16 +8,22 @@ name the level running. Reports are `analyze`'s (jobs.core.report) or made by ha
 from __future__ import annotations
 
 import copy
+import dataclasses
 import io
+import re
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from bot import views
 from bot.cli.progress import ProgressBar
 from bot.thread.progress_message import ProgressMessage
+from jobs.batches.run_events import phase_emitter
 from jobs.commands.history import _summary_line
 from jobs.core.compare import Side, compare_batches
 from jobs.core.digest import build_digest
-from jobs.core.events import Event, make_event
+from jobs.core.events import CallbackSink, Event, make_event
 from jobs.core.messages import render_blocks, render_report, render_text, summary_payload
 from jobs.core.progress import outcome_text, phase_text
 from jobs.core.records import RunRecord
@@ -25,11 +31,14 @@ from jobs.core.remedies import load_remedies
 from jobs.core.report import analyze
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
+from jobs.engines.sglang.engine import SGLangEngine
 from tests.bot.test_small_text import table
 from tests.conftest import make_plan, make_record
+from tests.jobs.engines.test_served_levels import with_loads
 from tests.jobs.test_digest import CHUNK_0, CHUNK_1, NOW, result, row, sweep_plan
 from tests.jobs.test_level_verdicts import SLO, leveled
 from tests.jobs.test_messages import check_slack_limits
+from tests.standin.harness import make_standin
 
 OOM = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
 TTFT = [400.0, 500.0, 640.0, 900.0]
@@ -429,3 +438,37 @@ def test_a_best_judged_mixed_next_time_is_named_with_its_crossover_not_a_plain_r
     again = row("b-2", days_ago=0.5, results=[])
     again = again.__class__(**{**again.__dict__, "report": report_of(records("b-2"))})
     assert len(build_digest([earlier, later, again], {}, now=NOW, days=7)["regressions"]) == 1
+
+
+# --------------------------------------------------------------------------- the real engine
+
+
+def test_the_sglang_engines_own_phases_read_as_levels_on_the_progress_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The phases the SGLang engine emits against its stand-in, through the worker's emitter,
+    as the command line and the thread show them."""
+    standin = make_standin(tmp_path, monkeypatch)
+    config = standin.config("baseline", role="baseline")
+    plan = with_loads(standin.plan(config), reps=1, loads={"max-concurrency": [1, 4]})
+    events: list[Event] = []
+    emit = phase_emitter(CallbackSink(events.append), "b-1", "baseline", 0, 1)
+    ctx = dataclasses.replace(standin.ctx(plan, "baseline"), on_phase=emit)
+    record = SGLangEngine().run(config, ctx)
+    assert record.status == "ok", record.log_tail
+    stream = io.StringIO()
+    bar = ProgressBar(stream)
+    chat = ProgressMessage.of("b-1", ["baseline"])
+    for event in events:
+        bar.on_event(event)
+        chat.apply(event)
+    lines = [line.split("] ", 1)[1] for line in stream.getvalue().splitlines()]
+    assert "1/1 baseline: level 1/2 max-concurrency 1" in lines
+    assert "1/1 baseline: level 2/2 max-concurrency 4 · warm-up (not a sample)" in lines
+    assert "1/1 baseline: level 2/2 max-concurrency 4 · rep 1/1" in lines
+    assert any(re.fullmatch(r"1/1 baseline: level 2/2 max-concurrency 4 · rep 1/1: [\d.]+ tok/s",
+                            line) for line in lines)
+    shown = chat.render().text
+    # the server stops after the last level: each level's values stay, lowest first
+    assert re.search(r"▶ baseline: stopping · warm-up [\d.]+ tok/s \(not a sample\) · "
+                     r"c=1: [\d.]+ tok/s; c=4: [\d.]+ tok/s$", shown.strip())
