@@ -16,14 +16,11 @@ import argparse
 import hashlib
 import json
 import sys
-import time
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from jobs.engines.local.model import build_draft, build_target, make_prompts
-
-if TYPE_CHECKING:
-    from transformers import LlamaForCausalLM
+from jobs.engines.local.model import build_target, make_prompts
+from jobs.engines.local.serving import Bench, Pass
 
 PROG = "local_child"
 EVENT_PREFIX = "SPECBENCH-EVENT "
@@ -42,6 +39,14 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise ValueError(f"expected a positive value, got {value}")
     return value
+
+
+def concurrency_levels(text: str) -> list[int]:
+    """argparse type of `--loads`: positive whole numbers, comma-separated, rising."""
+    levels = [positive_int(part) for part in text.split(",")]
+    if levels != sorted(set(levels)):
+        raise ValueError(f"expected rising levels, got {text}")
+    return levels
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,10 +70,16 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument("--num-prompts", type=int, default=4)
     bench.add_argument("--input-len", type=int, default=128)
     bench.add_argument("--output-len", type=int, default=128)
+    bench.add_argument("--max-concurrency", type=positive_int, default=1,
+                       help="requests served at once: plain decoding batches them, assisted "
+                       "and prompt-lookup decoding serve them one after another")
     own = parser.add_argument_group("engine")
     own.add_argument("--reps", type=int, default=1)
     own.add_argument("--warmup", action="store_true", help="one pass before the repetitions, "
                      "reported as the warm-up, never a sample")
+    own.add_argument("--loads", type=concurrency_levels, default=None,
+                     help="max-concurrency levels, lowest first (1,4): every level in this "
+                     "process, each with its warm-up and repetitions")
     own.add_argument("--baseline-digest", default=None)
     own.add_argument("--baseline-prompt-digests", default=None)
     return parser
@@ -110,48 +121,6 @@ def emit(event: str, **details: Any) -> None:
     print(EVENT_PREFIX + json.dumps({"event": event, **details}), flush=True)
 
 
-class Bench:
-    """Greedy generation of every prompt, one at a time (assisted decoding needs batch 1)."""
-
-    def __init__(self, args: argparse.Namespace, target: LlamaForCausalLM) -> None:
-        self.args = args
-        self.target = target
-        self.draft = build_draft(target, args)
-        self.forwards = 0
-        target.register_forward_hook(self._count)
-
-    @property
-    def speculates(self) -> bool:
-        return self.draft is not None or self.args.prompt_lookup_num_tokens is not None
-
-    def _count(self, *_: Any) -> None:
-        self.forwards += 1
-
-    def generate(self, prompt: list[int], *, max_new: int | None = None) -> list[int]:
-        import torch
-
-        ids = torch.tensor([prompt])
-        extra: dict[str, Any] = {}
-        if self.draft is not None:
-            extra["assistant_model"] = self.draft
-        if self.args.prompt_lookup_num_tokens is not None:
-            extra["prompt_lookup_num_tokens"] = self.args.prompt_lookup_num_tokens
-            extra["max_matching_ngram_size"] = self.args.max_matching_ngram_size
-        with torch.no_grad():
-            out = self.target.generate(
-                ids, attention_mask=torch.ones_like(ids),
-                max_new_tokens=max_new or self.args.output_len, **extra,
-            )
-        return [int(t) for t in out[0, len(prompt) :]]
-
-    def run(self, prompts: list[list[int]]) -> tuple[list[list[int]], float, int]:
-        """(outputs, seconds, target forward passes) for one pass over all prompts."""
-        self.forwards = 0
-        begun = time.perf_counter()
-        outputs = [self.generate(p) for p in prompts]
-        return outputs, time.perf_counter() - begun, self.forwards
-
-
 def digest(tokens: Sequence[Sequence[int]]) -> str:
     """sha256 of greedy output token ids (prompt by prompt)."""
     return hashlib.sha256(json.dumps([list(t) for t in tokens]).encode()).hexdigest()
@@ -176,17 +145,51 @@ def check_lossless(outputs: list[list[int]], args: argparse.Namespace) -> None:
     raise LosslessnessError("greedy output differs from the baseline's (digest)")
 
 
-def warm_up(bench: Bench, prompts: list[list[int]]) -> list[list[int]]:
-    """One pass over every prompt before the repetitions, reported as the warm-up (rep 0)."""
-    emit("warmup", of=bench.args.reps)
-    outputs, seconds, _ = bench.run(prompts)
-    tokens = sum(len(o) for o in outputs)
-    print(f"{PROG}: warm-up: {tokens} tokens in {seconds:.3f} s = {tokens / seconds:.1f} tok/s "
-          "(not a sample)", flush=True)
-    emit("result", rep=0, warmup=True, tokens=tokens, seconds=seconds, completed=len(prompts),
-         output_throughput=tokens / seconds,
-         total_throughput=(tokens + sum(map(len, prompts))) / seconds)
-    return outputs
+def pass_event(served: Pass, prompts: list[list[int]], **details: Any) -> None:
+    """A bench pass's figures: throughputs, latencies and the size of each generate() call."""
+    tokens = served.tokens
+    emit("result", **details, tokens=tokens, seconds=served.seconds, completed=len(prompts),
+         output_throughput=tokens / served.seconds,
+         total_throughput=(tokens + sum(map(len, prompts))) / served.seconds,
+         **served.latencies(), batch_sizes=served.batch_sizes, forwards=served.forwards)
+
+
+def run_level(
+    bench: Bench, prompts: list[list[int]], concurrency: int, *,
+    tag: dict[str, Any], first: list[list[int]] | None,
+) -> tuple[list[list[int]], float | None]:
+    """The warm-up (with `--warmup`) and the repetitions at one concurrency; every pass's output
+    must equal `first` (the first pass of the run). Returns the first output and the level's
+    accept length; raises LosslessnessError at the first pass that differs."""
+    args = bench.args
+    at = f" at max-concurrency {concurrency}" if tag else ""
+    passes = [(0, "the warm-up")] if args.warmup else []
+    passes += [(rep, f"rep {rep}") for rep in range(1, args.reps + 1)]
+    tokens = forwards = 0
+    for rep, name in passes:
+        if rep == 0:
+            emit("warmup", of=args.reps, **tag)
+        else:
+            emit("repetition", rep=rep, of=args.reps, **tag)
+        served = bench.serve(prompts, concurrency)
+        rate = served.tokens / served.seconds
+        if rep == 0:
+            print(f"{PROG}: warm-up{at}: {served.tokens} tokens in {served.seconds:.3f} s = "
+                  f"{rate:.1f} tok/s (not a sample)", flush=True)
+            pass_event(served, prompts, rep=0, warmup=True, **tag)
+        else:
+            tokens += served.tokens
+            forwards += served.forwards
+            print(f"{PROG}: rep {rep}/{args.reps}{at}: {served.tokens} tokens in "
+                  f"{served.seconds:.3f} s = {rate:.1f} tok/s, {served.forwards} target forward "
+                  f"passes, {len(served.batch_sizes)} generate() calls", flush=True)
+            pass_event(served, prompts, rep=rep, **tag)
+        if first is not None and served.outputs != first:
+            raise LosslessnessError(f"greedy output of {name}{at} differs from the run's first "
+                                    "pass")
+        first = first or served.outputs
+    assert first is not None
+    return first, (tokens / forwards if bench.speculates and forwards else None)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -216,35 +219,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"vocabulary (transformers: {str(exc).splitlines()[0]})"
         ) from exc
     emit("ready")
-    warm = warm_up(bench, prompts) if args.warmup else None
+    levels = args.loads or [args.max_concurrency]
     first: list[list[int]] | None = None
-    total_forwards = total_tokens = 0
-    for rep in range(1, args.reps + 1):
-        emit("repetition", rep=rep, of=args.reps)
-        outputs, seconds, forwards = bench.run(prompts)
-        tokens = sum(len(o) for o in outputs)
-        total_tokens += tokens
-        total_forwards += forwards
-        print(f"{PROG}: rep {rep}/{args.reps}: {tokens} tokens in {seconds:.3f} s "
-              f"= {tokens / seconds:.1f} tok/s, {forwards} target forward passes", flush=True)
-        emit("result", rep=rep, tokens=tokens, seconds=seconds,
-             output_throughput=tokens / seconds,
-             total_throughput=(tokens + sum(map(len, prompts))) / seconds)
-        if first is not None and outputs != first:
-            print(f"LosslessnessError: greedy output of rep {rep} differs from rep 1's", flush=True)
-            return 1
-        if first is None and warm is not None and outputs != warm:
-            print("LosslessnessError: greedy output of rep 1 differs from the warm-up's",
-                  flush=True)
-            return 1
-        first = outputs
-    assert first is not None
-    accept = total_tokens / total_forwards if bench.speculates and total_forwards else None
-    emit("done", output_digest=digest(first), prompt_digests=prompt_digests(first),
-         accept_length=accept)
+    accepts: list[float | None] = []
     try:
+        for index, concurrency in enumerate(levels, 1):
+            tag = {"load": {"max-concurrency": concurrency}} if args.loads else {}
+            if tag:
+                emit("level", **tag, level=index, levels=len(levels))
+            first, accept = run_level(bench, prompts, concurrency, tag=tag, first=first)
+            accepts.append(accept)
+        assert first is not None
+        emit("done", output_digest=digest(first), prompt_digests=prompt_digests(first),
+             accept_length=accepts[0], accept_lengths=accepts)
         check_lossless(first, args)
     except LosslessnessError as exc:
+        emit("lossy", reason=str(exc))
         print(f"LosslessnessError: {exc}", flush=True)
         return 1
     print(f"{PROG}: done; output digest {digest(first)[:16]}", flush=True)

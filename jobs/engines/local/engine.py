@@ -19,7 +19,6 @@ import sys
 import time
 import weakref
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -30,6 +29,15 @@ from jobs.engines.base import RunContext, now_iso, server_env, to_run_record
 from jobs.engines.flags import to_flag
 from jobs.engines.local import child as local_child
 from jobs.engines.local import launcher
+from jobs.engines.local.levels import (
+    LOAD_KNOB,
+    LevelProgress,
+    Progress,
+    by_load,
+    handle_event,
+    level_metrics,
+    loads_reason,
+)
 from jobs.engines.procs import LineCallback, ProcessGroup
 from jobs.settings import redact
 
@@ -67,17 +75,6 @@ def unknown_knobs_reason(knobs: Mapping[str, Any], known: list[str]) -> str | No
     return reason + (f" (did you mean {', '.join(hints)}?)" if hints else "")
 
 
-@dataclass
-class _Progress:
-    """What the child has reported so far."""
-
-    ready: bool = False
-    warmup: dict[str, Any] | None = None  # the warm-up pass's figures: recorded, no sample
-    throughputs: list[float] = field(default_factory=list)
-    totals: list[float] = field(default_factory=list)
-    done: dict[str, Any] | None = None
-
-
 class LocalEngine:
     """Runs configurations of `engine: local` presets on this machine's CPU."""
 
@@ -96,6 +93,7 @@ class LocalEngine:
     def preflight(self, plan: BatchPlan) -> dict[str, str]:
         server = local_child.knob_flags("server")
         bench_reason = unknown_knobs_reason(plan.bench, local_child.knob_flags("bench"))
+        bench_reason = loads_reason(plan.loads) or bench_reason
         out: dict[str, str] = {}
         for config in plan.configs:
             reason = unknown_knobs_reason(config.server_args, server) or bench_reason
@@ -131,7 +129,7 @@ class LocalEngine:
         group = self.launcher.start(argv, env=env, log_path=ctx.log_path,
                                     on_line=_reader(events), secrets=secrets,
                                     should_stop=ctx.should_stop, wait_s=ctx.plan.startup_s)
-        progress = _Progress()
+        progress = Progress()
         try:
             outcome, note = self._watch(group, events, progress, ctx)
         finally:
@@ -140,7 +138,9 @@ class LocalEngine:
         _drain(events, progress, ctx)
         exit_code = group.proc.returncode
         if outcome is None:
-            complete = progress.done is not None and len(progress.throughputs) == ctx.plan.reps
+            complete = progress.done is not None and len(progress.levels) == len(
+                ctx.plan.levels) and all(len(level.figures.get("output_throughput", [])) ==
+                                         ctx.plan.reps for level in progress.levels)
             outcome = "ok" if exit_code == 0 and complete else "failed"
         tail = [header]
         tail += [line for line in group.tail if not line.startswith(local_child.EVENT_PREFIX)]
@@ -149,22 +149,27 @@ class LocalEngine:
             _append_log(ctx.log_path, note)
             tail.append(note)
         done = progress.done or {}
+        accepts = done.get("accept_lengths") or [done.get("accept_length")]
+        first = progress.levels[0] if progress.levels else LevelProgress(load={})
+        extra: dict[str, Any] = {
+            "warmup": first.warmup,
+            **{k: done[k] for k in ("output_digest", "prompt_digests") if k in done}}
+        if ctx.plan.loads:
+            extra["by_load"] = by_load(ctx.plan, progress.levels, accepts, status=outcome,
+                                       lossy=progress.lossy)
         return to_run_record(
             config, ctx, status=outcome, started_at=started_at, exit_code=exit_code,
             log_tail="\n".join(tail[-200:]),
-            metrics={
-                "output_throughput": progress.throughputs,
-                "total_throughput": progress.totals,
-                "accept_length": done.get("accept_length"),
-            },
-            extra={"warmup": progress.warmup,
-                   **{k: done[k] for k in ("output_digest", "prompt_digests") if k in done}},
+            metrics=level_metrics(ctx.plan, first, accepts[0] if accepts else None),
+            extra=extra,
         )
 
     def to_child_argv(self, config: RunConfig, ctx: RunContext) -> list[str]:
         """The child's flags: the server args, the bench, the repetitions, the baseline's digest."""
         argv = [*to_argv(config.server_args), *to_argv(ctx.plan.bench)]
         argv += ["--reps", str(ctx.plan.reps), *(["--warmup"] if ctx.plan.warmup else [])]
+        if ctx.plan.loads:  # every level in this one child: the server starts once
+            argv += ["--loads", ",".join(str(v) for v in ctx.plan.loads[LOAD_KNOB])]
         base = ctx.baseline
         if base is None or base.status != "ok" or config.role == "baseline":
             return argv
@@ -181,7 +186,7 @@ class LocalEngine:
         self,
         group: ProcessGroup,
         events: queue.Queue[dict[str, Any]],
-        progress: _Progress,
+        progress: Progress,
         ctx: RunContext,
     ) -> tuple[str | None, str]:
         """Follow the child until it exits, is cancelled or misses a deadline."""
@@ -193,8 +198,8 @@ class LocalEngine:
             except queue.Empty:
                 event = None
             if event is not None:
-                _handle(event, progress, ctx)
-                if event["event"] in ("ready", "warmup", "repetition"):
+                handle_event(event, progress, ctx)
+                if event["event"] in ("ready", "level", "warmup", "repetition"):
                     deadline, waiting_for = time.monotonic() + plan.bench_s, "bench_s"
                 continue
             if ctx.should_stop():
@@ -223,38 +228,12 @@ def _reader(events: queue.Queue[dict[str, Any]]) -> LineCallback:
     return on_line
 
 
-def _drain(events: queue.Queue[dict[str, Any]], progress: _Progress, ctx: RunContext) -> None:
+def _drain(events: queue.Queue[dict[str, Any]], progress: Progress, ctx: RunContext) -> None:
     while True:
         try:
-            _handle(events.get_nowait(), progress, ctx)
+            handle_event(events.get_nowait(), progress, ctx)
         except queue.Empty:
             return
-
-
-def _handle(event: dict[str, Any], progress: _Progress, ctx: RunContext) -> None:
-    kind = event["event"]
-    if kind == "ready":
-        progress.ready = True
-        ctx.on_phase("ready", {})
-    elif kind == "warmup":
-        ctx.on_phase("warmup", {"of": event.get("of")})
-    elif kind == "repetition":
-        ctx.on_phase("repetition", {"rep": event.get("rep"), "of": event.get("of")})
-    elif kind == "result":
-        figures = {k: float(event[k]) for k in ("output_throughput", "total_throughput")}
-        details: dict[str, Any] = {"rep": event.get("rep"), "of": ctx.plan.reps,
-                                   "metric": ctx.plan.metric, "value": figures.get(ctx.plan.metric)}
-        if event.get("warmup"):
-            counts: dict[str, Any] = {k: event[k] for k in ("tokens", "seconds", "completed")
-                                      if k in event}
-            progress.warmup = {**figures, **counts}
-            details["warmup"] = True
-        else:
-            progress.throughputs.append(figures["output_throughput"])
-            progress.totals.append(figures["total_throughput"])
-        ctx.on_phase("result", details)
-    elif kind == "done":
-        progress.done = event
 
 
 def _append_log(path: Path, line: str) -> None:

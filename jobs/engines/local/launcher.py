@@ -39,6 +39,7 @@ class Launcher:
         self._lock = threading.Lock()
         self.forked = 0  # children forked, for the tests and the bench
         self.fresh = 0
+        self.servers = 0  # fork servers started, for the tests
 
     def start(
         self,
@@ -97,6 +98,7 @@ class Launcher:
             server.close()
             return None
         self._server = server
+        self.servers += 1
         return server
 
     def _drop(self) -> None:

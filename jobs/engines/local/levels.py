@@ -1,0 +1,142 @@
+"""The local engine's load levels (SPEC.md "Load levels and service-level objectives").
+
+The child serves `max-concurrency` requests at once (`jobs.engines.local.serving`): plain greedy
+decoding as one batch, assisted and prompt-lookup decoding one after another (batch size 1 in
+transformers). A preset's `loads: {max-concurrency: [...]}` runs every level in one child, so
+the model is built once; this module turns what the child reported into the record's figures
+and `by_load`. It has no request rate: `loads: {request-rate: [...]}` is refused before any run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from jobs.core.plans import BatchPlan
+from jobs.engines.base import RunContext
+from jobs.engines.local.child import PROG
+from jobs.engines.local.serving import LATENCY_KEYS
+
+LOAD_KNOB = "max-concurrency"
+THROUGHPUT_KEYS = ("output_throughput", "total_throughput")
+
+
+@dataclass
+class LevelProgress:
+    """What the child reported at one level: its warm-up, figures per repetition (every number
+    of its `result` events, by key) and the largest batch one generate() call served."""
+
+    load: dict[str, Any]
+    warmup: dict[str, Any] | None = None
+    figures: dict[str, list[float]] = field(default_factory=dict)
+    batch_size: int = 0
+
+
+@dataclass
+class Progress:
+    """What the child has reported so far: a level per `level` event (one without loads)."""
+
+    ready: bool = False
+    levels: list[LevelProgress] = field(default_factory=list)
+    done: dict[str, Any] | None = None
+    lossy: bool = False  # a LosslessnessError: no level's figures count
+
+    @property
+    def level(self) -> LevelProgress:
+        if not self.levels:
+            self.levels.append(LevelProgress(load={}))
+        return self.levels[-1]
+
+
+def handle_event(event: dict[str, Any], progress: Progress, ctx: RunContext) -> None:
+    """Follow one of the child's events: the progress it makes, the phase it is in."""
+    kind = event["event"]
+    load = event.get("load")
+    tag: dict[str, Any] = {"load": load} if isinstance(load, dict) else {}
+    if kind == "ready":
+        progress.ready = True
+        ctx.on_phase("ready", {})
+    elif kind == "level" and tag:
+        progress.levels.append(LevelProgress(load=tag["load"]))
+        ctx.on_phase("level", {**tag, "level": event.get("level"), "levels": event.get("levels")})
+    elif kind == "warmup":
+        ctx.on_phase("warmup", {"of": event.get("of"), **tag})
+    elif kind == "repetition":
+        ctx.on_phase("repetition", {"rep": event.get("rep"), "of": event.get("of"), **tag})
+    elif kind == "result":
+        level = progress.level
+        figures = {k: float(event[k]) for k in ("output_throughput", "total_throughput")}
+        details: dict[str, Any] = {"rep": event.get("rep"), "of": ctx.plan.reps,
+                                   "metric": ctx.plan.metric, "value": figures.get(ctx.plan.metric)}
+        level.batch_size = max([level.batch_size, *event.get("batch_sizes", [])])
+        if event.get("warmup"):
+            counts: dict[str, Any] = {k: event[k] for k in ("tokens", "seconds", "completed")
+                                      if k in event}
+            level.warmup = {**figures, **counts}
+            details["warmup"] = True
+        else:
+            for key, value in event.items():
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    level.figures.setdefault(key, []).append(float(value))
+        ctx.on_phase("result", {**details, **tag})
+    elif kind == "done":
+        progress.done = event
+    elif kind == "lossy":
+        progress.lossy = True
+
+
+def loads_reason(loads: Mapping[str, Sequence[Any]] | None) -> str | None:
+    """Why the child cannot run a plan's `loads` (one line, argparse's words); None when it can."""
+    if not loads or LOAD_KNOB in loads:
+        return None
+    knob = next(iter(loads))
+    return (f"{PROG}: error: unrecognized arguments: --{knob} (the local engine serves up to "
+            f"{LOAD_KNOB} requests at once, in waves, and has no arrival rate: use loads: "
+            f"{{{LOAD_KNOB}: [...]}})")
+
+
+def kept_keys(plan: BatchPlan) -> tuple[str, ...]:
+    """The figures a record keeps per repetition: the throughputs, and the latencies whenever
+    the batch has load levels or an SLO (a batch with neither keeps its record as it was)."""
+    return THROUGHPUT_KEYS + (LATENCY_KEYS if plan.loads or plan.slo else ())
+
+
+def level_metrics(
+    plan: BatchPlan, level: LevelProgress, accept_length: float | None
+) -> dict[str, Any]:
+    """One level's `metrics`, shaped as a record's: a list per key, and its accept length."""
+    metrics: dict[str, Any] = {k: list(level.figures.get(k, [])) for k in kept_keys(plan)}
+    metrics["accept_length"] = accept_length
+    return metrics
+
+
+def by_load(
+    plan: BatchPlan,
+    reached: Sequence[LevelProgress],
+    accepts: Sequence[float | None],
+    *,
+    status: str,
+    lossy: bool,
+) -> list[dict[str, Any]]:
+    """Every level of the plan, lowest first, as the record's `by_load` keeps it. The run ended
+    at the last level it reached: that level has the run's status, the ones before it `ok`,
+    the ones after it `skipped` (`cancelled` after a cancel). An output that is not the
+    baseline's (or differs between levels) fails every level reached: no figure of it counts."""
+    ended = max(len(reached) - 1, 0)
+    after = "cancelled" if status == "cancelled" else "skipped"
+    levels: list[dict[str, Any]] = []
+    for index, load in enumerate(plan.levels):
+        level = reached[index] if index < len(reached) else LevelProgress(load=dict(load))
+        if status == "ok" or index < ended:
+            state = "failed" if lossy else "ok"
+        elif index == ended:
+            state = status
+        else:
+            state = after
+        accept = accepts[index] if index < len(accepts) else None
+        levels.append({
+            "load": dict(load), "metrics": level_metrics(plan, level, accept), "status": state,
+            "warmup": level.warmup, "batch_size": level.batch_size or None,
+        })
+    return levels
