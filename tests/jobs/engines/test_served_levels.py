@@ -212,3 +212,23 @@ def test_a_checkpoint_of_another_plan_is_not_reused(standin: Standin) -> None:
     assert len(standin.notes("bench")) == 3
     assert "of another plan or configuration" in record.log_tail
     standin.assert_clean()
+
+
+def test_vllm_speculation_wins_at_one_request_and_loses_at_sixteen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    vllm = make_vllm_standin(tmp_path, monkeypatch)
+    fast = {"STANDIN_THROUGHPUT": "150"}
+    base = vllm.config("baseline", role="baseline", env=fast)
+    spec = {"STANDIN_SPEC_GAIN": "0.6", "STANDIN_SPEC_DECAY": "0.4"}  # 0.62x at 16
+    eagle = vllm.config("eagle3", env={**fast, **spec}, server_args={
+        "speculative-config": {"method": "eagle3", "model": "/models/d",
+                               "num_speculative_tokens": 3}})
+    plan = with_loads(vllm.plan(base, eagle), warmup=False, reps=1)
+    plan = dataclasses.replace(plan, bench={**plan.bench, "random-output-len": 8})
+    runs = [VLLMEngine().run(c, vllm.ctx(plan, c.approach)) for c in (base, eagle)]
+    assert [r.status for r in runs] == ["ok", "ok"], runs[1].log_tail
+    ratio = [medians(e, "output_throughput") / medians(b, "output_throughput")
+             for b, e in zip(runs[0].by_load, runs[1].by_load, strict=True)]
+    assert ratio[0] > 1.2 and ratio[2] < 0.9, ratio
+    vllm.assert_clean()
