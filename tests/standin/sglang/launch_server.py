@@ -12,6 +12,10 @@ Environment (a configuration's `env` sets them):
   STANDIN_ACCEPT_LENGTH  a speculative server's typical accept length (default 2.6); each request
                       gets its own, within +-15 % of it, from its prompt
   STANDIN_FAIL_EVERY  every Nth /generate request fails (HTTP 500): completed < prompts sent
+  STANDIN_BATCH_COST, STANDIN_TTFT_GROWTH, STANDIN_SPEC_GAIN, STANDIN_SPEC_DECAY  how speed and
+                      latency follow the requests running together (`_load`; the defaults keep
+                      one request's figures as they always were)
+  STANDIN_FATAL_AT_RUNNING  with this many requests running, the fatal line (STANDIN_FATAL)
   STANDIN_VERSION     the SGLang release to be (default 0.5.2): its flag set (flags/*.json), its
                       routes and its messages
   STANDIN_GPU_CAPABILITY, STANDIN_INTERCONNECT  the emulated GPUs (default 12.0 and PCIe, the

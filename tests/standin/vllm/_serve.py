@@ -12,6 +12,10 @@ Environment (a configuration's `env` sets them):
   STANDIN_THROUGHPUT  output tokens/s of each request's stream (default 82.0)
   STANDIN_TTFT_MS     milliseconds before a request's first token (default 1000/THROUGHPUT)
   STANDIN_ACCEPT_LENGTH  a speculative server's typical accept length (default 2.6)
+  STANDIN_BATCH_COST, STANDIN_TTFT_GROWTH, STANDIN_SPEC_GAIN, STANDIN_SPEC_DECAY  how each
+                      token's time follows the requests in flight (`_load`; with one request
+                      the defaults keep the figures above)
+  STANDIN_FATAL_AT_RUNNING  with this many requests in flight, the fatal failure (STANDIN_FATAL)
   STANDIN_VERSION     the vLLM release to be (default 0.33.0; its flags are 0.33.0's)
   STANDIN_GPU_CAPABILITY, STANDIN_INTERCONNECT  the emulated GPUs (default 12.0 and PCIe):
                       below 8.0 a bfloat16 model fails as on a T4; with --tensor-parallel-size
