@@ -28,7 +28,7 @@ from jobs.core.records import RunRecord
 from jobs.core.remedies import load_remedies
 from jobs.core.report import analyze
 from jobs.core.rules import RuleSet, load_rules
-from jobs.core.verdicts import Metric, Verdict, median
+from jobs.core.verdicts import Metric, Verdict
 from jobs.engines import flag_facts, get_engine
 from jobs.engines.base import Engine, RunContext, now_iso, plan_secrets, to_run_record, to_stored
 from jobs.evidence.collectives import measure
@@ -185,24 +185,21 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
     for index, config in enumerate(plan.configs):
         if config.approach not in done:
             run(config, index)
-    measured: dict[str, float | None] = {}
+    points = sweeping.Points.of(plan, [*done.values(), *([baseline] if baseline else [])])
     if plan.sweep is not None:
-        measured = sweeping.point_values(plan, list(done.values()))
-        base_value = median(baseline.samples(plan.metric)) if baseline else None
-        sweeping.run_points(plan, batch_id=batch_id, measured=measured, base_value=base_value,
-                            run=run, stop=cancel)
+        sweeping.run_points(plan, batch_id=batch_id, points=points, run=run, stop=cancel)
     report = build_report(store.records(batch_id), plan, rules=rules, judged=judged)
     if plan.confirms is not None:  # one experiment with its sweep (SPEC.md)
         report["confirms"] = plan.confirms
     if plan.sweep is not None:
-        point = sweeping.winner(plan, measured, report["baseline"]["value"])
+        point = sweeping.winner(plan, points)
         confirmation = None if point is None or cancel() else sweeping.confirm(
             plan, row, point, store=store, new_id=new_batch_id,
             execute=lambda confirm_id: execute_batch(
                 confirm_id, store=store, should_stop=should_stop, engine=engine, inline=True,
                 sink=sweeping.ConfirmationRelay(sink, sweep_batch=batch_id)),
         )
-        report = sweeping.add_sweep(report, plan, measured, confirmation)
+        report = sweeping.add_sweep(report, plan, points, confirmation)
     state = "cancelled" if cancel.requested else "done"
     report["state"] = state
     store.save_report(batch_id, report)

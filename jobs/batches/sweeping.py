@@ -4,6 +4,12 @@ confirmation, a second batch of the baseline and the winner (SPEC.md "Sweeps and
 Everything here resumes from the store: the points already recorded are the search's state, and
 the confirmation batch is found again by its idempotency key, so a worker killed mid-sweep or
 mid-confirmation finishes the sweep without running a point twice.
+
+Under an SLO (SPEC.md "Load levels and service-level objectives") the sweep maximises its value
+among the points that met the SLO at every level (jobs.core.sweep_values): the search gets
+Optuna's constraints, a repetition stops early only against a point that met it, the winner is
+the best such point, and without one there is no confirmation (the report's `sweep.slo` says
+why). The confirmation runs at every level of the sweep, under its SLO.
 """
 
 from __future__ import annotations
@@ -16,9 +22,11 @@ from jobs.core.events import Event, EventSink, make_event
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.sweep_parents import vs_parent
-from jobs.core.sweep_values import point_values as point_values  # where the worker looks
-from jobs.core.sweeps import best_point, confirmed_steps, sweep_section
-from jobs.core.verdicts import is_better, median
+from jobs.core.sweep_values import Points as Points  # where the worker looks
+from jobs.core.sweep_values import objective_text, slo_section
+from jobs.core.sweep_values import point_values as point_values
+from jobs.core.sweeps import confirmed_steps, sweep_section
+from jobs.core.verdicts import is_better
 from jobs.search import next_point
 from jobs.store import TERMINAL_STATES, BatchRow, Store
 from jobs.store.experiments import confirmation_key
@@ -28,27 +36,27 @@ def run_points(
     plan: BatchPlan,
     *,
     batch_id: str,
-    measured: dict[str, float | None],
-    base_value: float | None,
+    points: Points,
     run: Callable[[RunConfig, int, StopEarly | None], RunRecord],
     stop: Callable[[], bool],
 ) -> None:
-    """Run the points the search proposes until it is done; `measured` is updated in place."""
+    """Run the points the search proposes until it is done; `points` takes in each record.
+    Under an SLO the search is told which points met it at every level, and a point's
+    repetitions stop early only against the best point that met it."""
     sweep = plan.sweep
     assert sweep is not None
-    known = dict(measured)
-    if sweep.same_as_baseline is not None and base_value is not None:
-        known[sweep.same_as_baseline] = base_value  # free information for the model
     while not stop():
-        name = next_point(sweep, known, lower_is_better=plan.lower_is_better, batch=batch_id)
+        values, excess = points.known()  # the baseline-equal point: free information
+        name = next_point(sweep, values, lower_is_better=plan.lower_is_better, batch=batch_id,
+                          excess=excess if plan.slo else None)
         if name is None:
             return
-        index = len(plan.configs) + len([n for n in measured if n != sweep.same_as_baseline])
-        best = best_point(known, lower_is_better=plan.lower_is_better)
+        index = len(plan.configs) + len([n for n in points.values
+                                         if n != sweep.same_as_baseline])
+        best = points.best()
         early = None if best is None else cannot_beat(
             best[1], reps=plan.reps, lower_is_better=plan.lower_is_better)
-        record = run(plan.config(name), index, early)
-        measured[name] = known[name] = median(record.samples(plan.metric))
+        points.add(run(plan.config(name), index, early))
 
 
 StopEarly = Callable[[list[float]], bool]
@@ -66,18 +74,20 @@ def cannot_beat(best: float, *, reps: int, lower_is_better: bool) -> StopEarly:
     return check
 
 
-def winner(
-    plan: BatchPlan, measured: Mapping[str, float | None], base_value: float | None
-) -> str | None:
-    """The best measured point, when it beats the baseline's value (else nothing to confirm)."""
-    best = best_point(measured, lower_is_better=plan.lower_is_better)
-    if best is None or base_value is None:
+def winner(plan: BatchPlan, points: Points) -> str | None:
+    """The best measured point that met the SLO at every level (any, without an SLO), when it
+    beats the baseline's value or the baseline broke the SLO; else nothing to confirm."""
+    best, base = points.best(), points.base_value
+    if best is None or base is None:
         return None
-    return best[0] if is_better(best[1], base_value, lower_is_better=plan.lower_is_better) else None
+    if not points.base_feasible:  # the per-level rules: where only the baseline breaks it,
+        return best[0]  # the point improved
+    return best[0] if is_better(best[1], base, lower_is_better=plan.lower_is_better) else None
 
 
 def confirmation_plan(plan: BatchPlan, point: str, *, sweep_batch: str) -> BatchPlan:
-    """The baseline and the winner only, `confirm_reps` repetitions each."""
+    """The baseline and the winner only, `confirm_reps` repetitions each: at every load level
+    and under the same SLO as the sweep (the plan's `loads` and `slo` are kept)."""
     assert plan.sweep is not None
     return dataclasses.replace(
         plan, configs=(plan.baseline, plan.config(point)), reps=plan.sweep.confirm_reps,
@@ -113,13 +123,13 @@ def confirm(
 def add_sweep(
     report: dict[str, Any],
     plan: BatchPlan,
-    measured: Mapping[str, float | None],
+    points: Points,
     confirmation: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """The sweep batch's report with its `sweep` key and its next steps judged by the
     confirmation alone (jobs.core.sweeps.confirmed_steps)."""
     assert plan.sweep is not None
-    _add_section(report, plan, measured, confirmation)
+    _add_section(report, plan, points, confirmation)
     report["next_steps"] = confirmed_steps(
         report["next_steps"], plan.sweep, confirmation, metric=plan.metric,
         base_value=report["baseline"]["value"])
@@ -129,20 +139,29 @@ def add_sweep(
 def _add_section(
     report: dict[str, Any],
     plan: BatchPlan,
-    measured: Mapping[str, float | None],
+    points: Points,
     confirmation: Mapping[str, Any] | None,
 ) -> None:
     """The report's `sweep` key, its best point against its parent, and its key achievement
     the confirmation's (the best of many noisy points is not one until confirmed): for a sweep
-    that has ended and for one still running alike."""
+    that has ended and for one still running alike. Its values are the search's
+    (jobs.core.sweep_values): with load levels the baseline's and the parent's are taken the
+    same way as the points'; under an SLO the best is the best point that met it, and the key
+    `slo` says what it left out."""
     assert plan.sweep is not None
     report["sweep"] = sweep_section(
-        plan.sweep, measured, base_value=report["baseline"]["value"],
+        plan.sweep, points.values, base_value=points.base_value,
         lower_is_better=plan.lower_is_better, confirmation=confirmation,
+        feasible=points.feasible if plan.slo else None,
     )
+    if plan.loads:
+        report["sweep"]["objective"] = objective_text(plan)
+    if plan.slo:
+        report["sweep"]["slo"] = slo_section(points)
     best = report["sweep"]["best"]
     if best is not None:
-        best["vs_parent"] = vs_parent(best, report, extends=plan.sweep.extends,
+        best["vs_parent"] = vs_parent(best, _same_values(report, points),
+                                      extends=plan.sweep.extends,
                                       lower_is_better=plan.lower_is_better)
     key = report.get("key_achievement")
     if key is not None and plan.sweep.is_point(str(key.get("approach"))):
@@ -151,6 +170,15 @@ def _add_section(
         report["key_achievement"] = None if not confirmed or confirmation is None else {
             **key, "value": confirmation["value"], "delta_pct": confirmation["delta_pct"],
         }
+
+
+def _same_values(report: dict[str, Any], points: Points) -> dict[str, Any]:
+    """The report as `vs_parent` reads it, each result's value the search's (the same as the
+    report's without load levels)."""
+    if not points.plan.loads:
+        return report
+    results = [{**r, "value": points.others.get(r["approach"])} for r in report["results"]]
+    return {**report, "results": results}
 
 
 class ConfirmationRelay:
@@ -188,8 +216,8 @@ def add_running(
                         "verdict": None if result is None else result["verdict"],
                         "value": None if result is None else result["value"],
                         "delta_pct": None if result is None else result["delta_pct"]}
-    measured = point_values(plan, records)
+    points = Points.of(plan, records)
     if confirmation is not None and confirmation["verdict"] is not None:
-        return add_sweep(report, plan, measured, confirmation)
-    _add_section(report, plan, measured, confirmation)  # no verdict: no key achievement
+        return add_sweep(report, plan, points, confirmation)
+    _add_section(report, plan, points, confirmation)  # no verdict: no key achievement
     return report

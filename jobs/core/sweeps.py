@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, Literal
@@ -168,13 +168,17 @@ def sweep_section(
     base_value: float | None,
     lower_is_better: bool,
     confirmation: Mapping[str, Any] | None,
+    feasible: Callable[[str], bool] | None = None,
 ) -> dict[str, Any]:
     """The report's `sweep` key (SPEC.md): the grid's size, what was measured, the best point
     and the confirmation's verdict. `measured` counts the points that got a server; the best
-    may be the baseline-equal point, measured by the baseline itself."""
+    may be the baseline-equal point, measured by the baseline itself. Under an SLO, `feasible`
+    says which points may be the best (jobs.core.sweep_values: met at every level)."""
     values = dict(measured)
     if sweep.same_as_baseline is not None:
         values[sweep.same_as_baseline] = base_value
+    if feasible is not None:
+        values = {name: value for name, value in values.items() if feasible(name)}
     best = best_point(values, lower_is_better=lower_is_better)
     return {
         "name": sweep.name,
