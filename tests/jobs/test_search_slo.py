@@ -12,12 +12,18 @@ report) is the real code.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from jobs.batches.execution import execute_batch
 from jobs.batches.sweeping import confirmation_plan
@@ -31,7 +37,8 @@ from jobs.engines.base import RunContext, now_iso, to_run_record
 from jobs.search import propose
 from jobs.search.propose import EXCESS_ATTR, study_of
 from jobs.store import Store
-from tests.conftest import make_record
+from tests.conftest import REPO, make_record
+from tests.standin.harness import SERVER_ARGS, STANDIN, TINY_BENCH
 
 pytest.importorskip("optuna")
 
@@ -333,3 +340,56 @@ def test_points_ignore_the_slo_without_one() -> None:
     points = Points.of(plan, records)
     assert points.feasible(records[0].approach)
     assert points.best() == (records[0].approach, 150.0)
+
+
+# --------------------------------------------------------------------------- the real CLI
+
+
+def test_through_the_cli_the_fastest_point_breaks_the_slo_and_is_not_the_winner(
+    tmp_path: Path,
+) -> None:
+    """`specbench run` of a sweep on the SGLang stand-in at two request rates: a longer time to
+    the first token keeps more requests in flight at a given rate (Little's law, as the stand-in
+    models it), so the slowest-to-start point serves the most tokens/s and breaks the TTFT limit
+    at both levels; the winner is the best point within it, confirmed at both rates."""
+    config = tmp_path / "config"
+    shutil.copytree(REPO / "config", config)
+    bench = {k: v for k, v in TINY_BENCH.items() if k != "max-concurrency"} | {"num-prompts": 4}
+    (config / "presets" / "slo-sweep.yaml").write_text(yaml.safe_dump({
+        "name": "slo-sweep", "description": "the fastest point breaks the TTFT limit",
+        "engine": "sglang", "metric": "output_throughput", "min_effect_pct": 2.0, "reps": 1,
+        "warmup": False, "timeouts": {"startup_s": 20, "bench_s": 30}, "bench": bench,
+        "loads": {"request-rate": [2, 8]}, "slo": {"p99_ttft_ms": 1000},
+        "baseline": {"server_args": SERVER_ARGS,
+                     "env": {"STANDIN_STARTUP_S": "0.1", "STANDIN_TTFT_MS": "100"}},
+        "approaches": [],
+        "sweep": {"name": "ttft", "grid": {"STANDIN_TTFT_MS": [100, 300, 900]},
+                  "search": "grid", "confirm_reps": 1},
+    }))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STANDIN_", "SPECBENCH_"))}
+    env.update(PYTHONPATH=os.pathsep.join([str(STANDIN), str(REPO)]),
+               SPECBENCH_SGLANG_PYTHON=sys.executable, SPECBENCH_CONFIG_DIR=str(config),
+               SPECBENCH_DATA_DIR=str(tmp_path / "data"), USER="tester")
+    done = subprocess.run([sys.executable, "-m", "bot.cli.main", "run", "slo-sweep", "--format",
+                           "json"], capture_output=True, text=True, env=env, timeout=240,
+                          cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    swept = report["sweep"]
+    assert swept["best"]["approach"] == "ttft@STANDIN_TTFT_MS=300"
+    excluded = swept["slo"]["excluded"]
+    assert excluded["approach"] == "ttft@STANDIN_TTFT_MS=900"
+    assert excluded["value"] > swept["best"]["value"]
+    assert excluded["why"].startswith("p99_ttft_ms ") and "at request-rate 2" in excluded["why"]
+    confirmation = swept["confirmation"]
+    assert confirmation["approach"] == "ttft@STANDIN_TTFT_MS=300"
+    assert confirmation["verdict"] == "improved"
+    shown = subprocess.run([sys.executable, "-m", "bot.cli.main", "show",
+                            confirmation["batch"], "--format", "json"],
+                           capture_output=True, text=True, env=env, timeout=60, cwd=REPO)
+    confirmed = json.loads(shown.stdout)
+    assert confirmed["loads"] == {"knob": "request-rate", "levels": [2, 8]}
+    assert confirmed["slo"] == {"p99_ttft_ms": 1000.0}
+    (winner,) = [r for r in confirmed["results"] if r["approach"] == confirmation["approach"]]
+    assert [level["load"] for level in winner["by_load"]] == [{"request-rate": 2},
+                                                              {"request-rate": 8}]
