@@ -1,5 +1,6 @@
-# specbench: `make demo` runs the CPU demo batch, `make test` the whole suite. Both install what
-# they need into .venv first. TORCH picks the torch build (see README for the CPU-only index).
+# specbench: `make demo` runs the CPU demo batches (cpu-demo, then cpu-loads: its load levels),
+# `make test` the whole suite. Both install what they need into .venv first. TORCH picks the
+# torch build (see README for the CPU-only index).
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -20,6 +21,7 @@ $(STAMP): pyproject.toml scripts/install.sh
 
 demo: install
 	$(VENV)/bin/specbench run cpu-demo
+	$(VENV)/bin/specbench run cpu-loads
 
 services:
 	bash scripts/services.sh
