@@ -165,10 +165,15 @@ def _add_section(
                                       lower_is_better=plan.lower_is_better)
     key = report.get("key_achievement")
     if key is not None and plan.sweep.is_point(str(key.get("approach"))):
+        # with levels or an SLO the report's largest improvement at a level may be another
+        # point than the winner (one that breaks the SLO elsewhere): the winner's, confirmed
+        other = bool(plan.loads or plan.slo)
         confirmed = (confirmation is not None and confirmation["verdict"] == "improved"
-                     and confirmation["approach"] == key["approach"])
+                     and (other or confirmation["approach"] == key["approach"]))
         report["key_achievement"] = None if not confirmed or confirmation is None else {
-            **key, "value": confirmation["value"], "delta_pct": confirmation["delta_pct"],
+            **key, "approach": confirmation["approach"], "value": confirmation["value"],
+            "delta_pct": confirmation["delta_pct"],
+            **({"load": plan.levels[0]} if key.get("load") else {}),  # the lowest level's
         }
 
 

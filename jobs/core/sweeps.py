@@ -221,6 +221,14 @@ def confirmed_steps(
                         "why": f"confirmed by batch {confirmation['batch']}: "
                                f"{confirmation['delta_pct']:+.1f}% on {metric}, "
                                f"{plural(sweep.confirm_reps, 'repetition')} each"})
+        elif step["kind"] == "accept" and not holds and confirmed and confirmation is not None:
+            winner = str(confirmation["approach"])  # under an SLO, not the fastest point
+            out.append(_confirmed_value(
+                {**step, "approach": winner,
+                 "action": f"Keep {winner} ({confirmation['value']}) until a next step beats it",
+                 "why": f"confirmed by batch {confirmation['batch']}: "
+                        f"{confirmation['delta_pct']:+.1f}% on {metric}"},
+                winner, confirmation, metric=metric))
         elif step["kind"] == "accept" and not holds:
             if base_value is None:  # accept names a measured configuration, or is left out
                 continue

@@ -219,6 +219,13 @@ def test_a_grid_sweeps_best_unconstrained_point_breaks_the_slo_and_is_not_the_wi
                and run[4] == 3 for run in confirming)
     stored = store.records(confirmation["batch"])
     assert all(len(r.by_load) == 2 for r in stored)
+    # the key achievement and the next steps are the confirmed winner's, not the fastest point's
+    assert report["key_achievement"]["approach"] == best["approach"]
+    assert report["key_achievement"]["load"] == {"max-concurrency": 1}  # the confirmation's value
+    assert report["key_achievement"]["delta_pct"] == confirmation["delta_pct"]
+    (step,) = [s for s in report["next_steps"] if s["kind"] == "accept"]
+    assert step["approach"] == best["approach"] and "did not hold up" not in step["why"]
+    assert step["why"].startswith(f"confirmed by batch {confirmation['batch']}")
 
 
 def test_an_adaptive_sweep_maximises_among_points_within_the_slo(
