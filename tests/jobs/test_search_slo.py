@@ -26,7 +26,7 @@ import pytest
 import yaml
 
 from jobs.batches.execution import execute_batch
-from jobs.batches.sweeping import confirmation_plan
+from jobs.batches.sweeping import confirmation_plan, winner
 from jobs.core.events import CallbackSink, Event
 from jobs.core.plans import BatchPlan, RunConfig, resolve
 from jobs.core.presets import parse_preset
@@ -400,3 +400,28 @@ def test_through_the_cli_the_fastest_point_breaks_the_slo_and_is_not_the_winner(
     (winner,) = [r for r in confirmed["results"] if r["approach"] == confirmation["approach"]]
     assert [level["load"] for level in winner["by_load"]] == [{"request-rate": 2},
                                                               {"request-rate": 8}]
+
+
+def test_a_point_within_the_slo_wins_over_a_baseline_that_breaks_it() -> None:
+    """The per-level rules judge a level where only the baseline breaks the SLO `improved`: a
+    slower point that meets the SLO is worth confirming; a faster one that breaks it is not."""
+    plan = resolve(parse_preset(preset(), source="tune.yaml", stem="tune"))
+    assert plan.sweep is not None
+    name = "tune@cuda-graph-max-bs={},mem-fraction-static=0.75".format
+
+    def run(approach: str, throughput: float, ttft: float, role: str = "approach") -> RunRecord:
+        levels = [{"load": {"max-concurrency": c}, "status": "ok",
+                   "metrics": {"output_throughput": [throughput * c] * 3,
+                               "p99_ttft_ms": [ttft] * 3}} for c in (1, 8)]
+        return make_record(approach, role=role, samples=[throughput] * 3,
+                           extra={"by_load": levels})
+
+    records = [run("baseline", 100.0, 1500.0, role="baseline"), run(name(96), 90.0, 800.0),
+               run(name(128), 120.0, 1200.0)]
+    points = Points.of(plan, records)
+    assert not points.base_feasible and points.base_why.startswith("p99_ttft_ms 1500 ms")
+    best = points.best()
+    assert best is not None and best[0] == name(96)
+    assert best[1] == pytest.approx(90.0 * 8 ** 0.5)
+    assert winner(plan, points) == name(96)
+    assert winner(plan, Points.of(plan, records[:1] + records[2:])) is None  # none within it
