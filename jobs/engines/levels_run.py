@@ -37,6 +37,7 @@ from typing import Any, Protocol
 from jobs.core.loads import Load, bench_at, load_label
 from jobs.core.plans import RunConfig
 from jobs.engines.base import RunContext
+from jobs.engines.server_metrics import summarize
 
 CHECKPOINT_VERSION = 1
 
@@ -64,6 +65,7 @@ class Level:
     warmup: dict[str, Any] | None = None
     stopped_early: int | None = None
     restored: dict[str, Any] | None = None  # the entry the checkpoint held
+    server_metrics: list[dict[str, Any]] = field(default_factory=list)  # each repetition's
 
     def tag(self, details: dict[str, Any]) -> dict[str, Any]:
         """A phase's details with this level's load (none without loads)."""
@@ -83,6 +85,8 @@ class Level:
                                  "repetitions": list(self.repetitions)}
         if self.stopped_early is not None:
             found["stopped_early"] = self.stopped_early
+        if (read := summarize(self.server_metrics)) is not None:
+            found["server_metrics"] = read
         return found
 
 
@@ -160,6 +164,8 @@ class Levels:
         extra["warmup"] = lowest.get("warmup")
         if lowest.get("stopped_early") is not None:
             extra["stopped_early"] = lowest["stopped_early"]
+        if lowest.get("server_metrics") is not None:  # SPEC.md "Evidence": the engine's own
+            extra["server_metrics"] = lowest["server_metrics"]
         if self.with_loads:
             extra["by_load"] = entries
         return metrics, extra

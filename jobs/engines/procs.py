@@ -170,6 +170,11 @@ class ProcessGroup:
         """Let the reader drain what the child wrote before it exited."""
         self._reader.join(timeout)
 
+    def last_lines(self, count: int, *, wait_s: float = 1.0) -> list[str]:
+        """Its last `count` non-blank lines, once its output has been read (up to `wait_s`)."""
+        self.wait_output(wait_s)
+        return [line for line in self.tail if line.strip()][-count:]
+
     def tail_text(self) -> str:
         return "\n".join(self.tail)
 

@@ -37,6 +37,7 @@ from jobs.engines.dialect import figures as figures_of
 from jobs.engines.levels_run import Ending as _Ending
 from jobs.engines.levels_run import Level, Levels
 from jobs.engines.procs import TAIL_LINES, ProcessGroup, free_port
+from jobs.engines.server_metrics import poller_for
 from jobs.engines.watch import LogWatch
 
 TICK_S = 0.1  # longest a fatal line, an exit or a bench end waits to be noticed
@@ -188,7 +189,11 @@ class _Run:
                 f"specbench: cannot start {dialect.bench_name}: {exc}"])
         deadline = time.monotonic() + self.ctx.plan.bench_s
         ending: _Ending | None = None
+        poller = poller_for(plan.engine, port=self.port, opener=self.watch.opener,
+                            server_args=self.config.server_args) if rep else None
         try:
+            if poller is not None:  # the engine's /metrics while the repetition runs
+                poller.start()
             while ending is None and self.bench.poll() is None:
                 ending = self._server_ending() or self._cancel_ending()
                 if ending is None and time.monotonic() >= deadline:
@@ -198,6 +203,8 @@ class _Run:
                     self.watch.event.clear()
         finally:
             self.bench.stop(grace_s=2.0)
+            if poller is not None:
+                level.server_metrics.append({"rep": rep, **poller.stop()})
         if ending is not None:
             if ending.status == "timeout":
                 ending.extra_lines = self._bench_lines(rep, "timed out")
@@ -237,13 +244,11 @@ class _Run:
     def _record_warmup(self, result: dict[str, Any], *, seed: int, sent: int,
                        length: float | None) -> None:
         """The warm-up's figures as the record keeps them, and its phase; never a sample."""
-        plan, level = self.ctx.plan, self.level
-        completed = result.get("completed")
-        warmup = {**figures_of(result, plan.metric, (*self.dialect.metrics, *plan.slo)),
-                  "seed": seed, "sent": sent, "completed": completed}
-        if length is not None and length > 0:
-            warmup["accept_length"] = float(length)
-        level.warmup = warmup
+        plan, level, completed = self.ctx.plan, self.level, result.get("completed")
+        level.warmup = warmup = {
+            **figures_of(result, plan.metric, (*self.dialect.metrics, *plan.slo)), "seed": seed,
+            "sent": sent, "completed": completed,
+            **({"accept_length": float(length)} if length is not None and length > 0 else {})}
         if not is_count(completed) or completed != sent:
             self.notes.append(f"specbench: the warm-up completed {completed} of {sent} prompts "
                               "(not a sample either way)")
@@ -258,10 +263,9 @@ class _Run:
 
     def _bench_lines(self, rep: int, why: str) -> list[str]:
         assert self.bench is not None
-        self.bench.wait_output(1.0)
-        lines = [line for line in self.bench.tail if line.strip()][-BENCH_ERROR_LINES:]
         what = f"repetition {rep}" if rep else "warm-up"
-        return [f"specbench: {self.dialect.bench_name} ({what}) {why}:", *lines]
+        return [f"specbench: {self.dialect.bench_name} ({what}) {why}:",
+                *self.bench.last_lines(BENCH_ERROR_LINES)]
 
     def _server_ending(self) -> _Ending | None:
         """Failed at once on a fatal log line or when the server exits by itself."""
@@ -275,8 +279,7 @@ class _Run:
         return _Ending("failed", exit_code=code)
 
     def _cancel_ending(self) -> _Ending | None:
-        now = time.monotonic()
-        if now - self._stop_checked < STOP_CHECK_EVERY_S:
+        if (now := time.monotonic()) - self._stop_checked < STOP_CHECK_EVERY_S:
             return None
         self._stop_checked = now
         return _Ending("cancelled") if self.ctx.should_stop() else None
