@@ -229,6 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 emit("level", **tag, level=index, levels=len(levels))
             first, accept = run_level(bench, prompts, concurrency, tag=tag, first=first)
             accepts.append(accept)
+            emit("level_done", accept_length=accept, **tag)
         assert first is not None
         emit("done", output_digest=digest(first), prompt_digests=prompt_digests(first),
              accept_length=accepts[0], accept_lengths=accepts)

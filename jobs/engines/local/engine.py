@@ -11,6 +11,7 @@ them into phases, deadlines and a run record. No GPU, no download.
 from __future__ import annotations
 
 import difflib
+import functools
 import json
 import os
 import platform
@@ -27,6 +28,7 @@ from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.engines.base import RunContext, now_iso, server_env, to_run_record
 from jobs.engines.flags import to_flag
+from jobs.engines.levels_run import Levels
 from jobs.engines.local import child as local_child
 from jobs.engines.local import launcher
 from jobs.engines.local.levels import (
@@ -34,9 +36,11 @@ from jobs.engines.local.levels import (
     LevelProgress,
     Progress,
     by_load,
+    finished,
     handle_event,
     level_metrics,
     loads_reason,
+    save_checkpoint,
 )
 from jobs.engines.procs import LineCallback, ProcessGroup
 from jobs.settings import redact
@@ -112,24 +116,33 @@ class LocalEngine:
 
     def run(self, config: RunConfig, ctx: RunContext) -> RunRecord:
         started_at = now_iso()
-        argv = [sys.executable, "-m", "jobs.engines.local.child", *self.to_child_argv(config, ctx)]
+        # With loads, the levels a checkpoint holds (a worker died after them) are not run again.
+        state = Levels(config, ctx) if ctx.plan.loads else None
+        progress = Progress(total=len(ctx.plan.levels), restored=[
+            level.restored for level in (state.levels if state else []) if level.restored])
+        if state is not None:
+            progress.on_level_done = functools.partial(_checkpoint, state=state, plan=ctx.plan)
+        argv = [sys.executable, "-m", "jobs.engines.local.child",
+                *self.to_child_argv(config, ctx, done=len(progress.restored))]
         started = server_env(config, PYTHONUNBUFFERED="1")  # `${NAME}` read here, at start
         env = started.env
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
         secrets = started.secrets  # the log file is masked at the source, as the record is
         header = redact("specbench: " + " ".join(argv[1:]), secrets=secrets)
         _append_log(ctx.log_path, header)
+        for note in state.notes if state else []:
+            _append_log(ctx.log_path, note)
         if not started.is_complete:  # a reference the worker lacks: bad-config, no child
             for line in started.unset:
                 _append_log(ctx.log_path, line)
+            levels = {"by_load": by_load(ctx.plan, progress, status="failed")} if state else {}
             return to_run_record(config, ctx, status="failed", started_at=started_at,
-                                 log_tail="\n".join([header, *started.unset]))
+                                 log_tail="\n".join([header, *started.unset]), extra=levels)
         events: queue.Queue[dict[str, Any]] = queue.Queue()
         ctx.on_phase("launching", {})
         group = self.launcher.start(argv, env=env, log_path=ctx.log_path,
                                     on_line=_reader(events), secrets=secrets,
                                     should_stop=ctx.should_stop, wait_s=ctx.plan.startup_s)
-        progress = Progress()
         try:
             outcome, note = self._watch(group, events, progress, ctx)
         finally:
@@ -138,9 +151,10 @@ class LocalEngine:
         _drain(events, progress, ctx)
         exit_code = group.proc.returncode
         if outcome is None:
-            complete = progress.done is not None and len(progress.levels) == len(
-                ctx.plan.levels) and all(len(level.figures.get("output_throughput", [])) ==
-                                         ctx.plan.reps for level in progress.levels)
+            reached = len(progress.restored) + len(progress.levels)
+            complete = progress.done is not None and reached == len(ctx.plan.levels) and all(
+                len(level.figures.get("output_throughput", [])) == ctx.plan.reps
+                for level in progress.levels)
             outcome = "ok" if exit_code == 0 and complete else "failed"
         tail = [header]
         tail += [line for line in group.tail if not line.startswith(local_child.EVENT_PREFIX)]
@@ -149,27 +163,31 @@ class LocalEngine:
             _append_log(ctx.log_path, note)
             tail.append(note)
         done = progress.done or {}
-        accepts = done.get("accept_lengths") or [done.get("accept_length")]
         first = progress.levels[0] if progress.levels else LevelProgress(load={})
         extra: dict[str, Any] = {
             "warmup": first.warmup,
             **{k: done[k] for k in ("output_digest", "prompt_digests") if k in done}}
-        if ctx.plan.loads:
-            extra["by_load"] = by_load(ctx.plan, progress.levels, accepts, status=outcome,
-                                       lossy=progress.lossy)
-        return to_run_record(
+        metrics = level_metrics(ctx.plan, first, done.get("accept_length"))
+        if state is not None:
+            tail[1:1] = state.notes
+            extra["by_load"] = by_load(ctx.plan, progress, status=outcome)
+            lowest = extra["by_load"][0]  # the record's own figures are the lowest level's
+            metrics, extra["warmup"] = dict(lowest["metrics"]), lowest["warmup"]
+        record = to_run_record(
             config, ctx, status=outcome, started_at=started_at, exit_code=exit_code,
-            log_tail="\n".join(tail[-200:]),
-            metrics=level_metrics(ctx.plan, first, accepts[0] if accepts else None),
-            extra=extra,
+            log_tail="\n".join(tail[-200:]), metrics=metrics, extra=extra,
         )
+        if state is not None:
+            state.finish()  # the record is made: its checkpoint is no longer needed
+        return record
 
-    def to_child_argv(self, config: RunConfig, ctx: RunContext) -> list[str]:
-        """The child's flags: the server args, the bench, the repetitions, the baseline's digest."""
+    def to_child_argv(self, config: RunConfig, ctx: RunContext, *, done: int = 0) -> list[str]:
+        """The child's flags: the server args, the bench, the repetitions, the levels (but the
+        `done` first ones), the baseline's digest."""
         argv = [*to_argv(config.server_args), *to_argv(ctx.plan.bench)]
         argv += ["--reps", str(ctx.plan.reps), *(["--warmup"] if ctx.plan.warmup else [])]
         if ctx.plan.loads:  # every level in this one child: the server starts once
-            argv += ["--loads", ",".join(str(v) for v in ctx.plan.loads[LOAD_KNOB])]
+            argv += ["--loads", ",".join(str(v) for v in ctx.plan.loads[LOAD_KNOB][done:])]
         base = ctx.baseline
         if base is None or base.status != "ok" or config.role == "baseline":
             return argv
@@ -213,6 +231,13 @@ class LocalEngine:
                 return "timeout", (
                     f"specbench: timed out after {limit:g} s ({waiting_for}) waiting for {what}"
                 )
+
+
+def _checkpoint(progress: Progress, *, state: Levels, plan: BatchPlan) -> None:
+    """A level is done: keep the levels done so far, but not the last (its record follows)."""
+    levels = finished(plan, progress)
+    if len(levels) < len(plan.levels):
+        save_checkpoint(state.path, state.key, levels)
 
 
 def _reader(events: queue.Queue[dict[str, Any]]) -> LineCallback:

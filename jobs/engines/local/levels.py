@@ -9,8 +9,11 @@ and `by_load`. It has no request rate: `loads: {request-rate: [...]}` is refused
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import json
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from jobs.core.plans import BatchPlan
@@ -41,6 +44,13 @@ class Progress:
     levels: list[LevelProgress] = field(default_factory=list)
     done: dict[str, Any] | None = None
     lossy: bool = False  # a LosslessnessError: no level's figures count
+    # Resume at the level reached: the levels a checkpoint held (`by_load` entries, lowest
+    # first; the child runs the others), the plan's number of levels, each finished level's
+    # accept length, and what to do when one is finished (write the checkpoint).
+    restored: list[dict[str, Any]] = field(default_factory=list)
+    total: int = 1
+    accepts: list[float | None] = field(default_factory=list)
+    on_level_done: Callable[[Progress], None] | None = None
 
     @property
     def level(self) -> LevelProgress:
@@ -59,7 +69,13 @@ def handle_event(event: dict[str, Any], progress: Progress, ctx: RunContext) -> 
         ctx.on_phase("ready", {})
     elif kind == "level" and tag:
         progress.levels.append(LevelProgress(load=tag["load"]))
-        ctx.on_phase("level", {**tag, "level": event.get("level"), "levels": event.get("levels")})
+        index = len(progress.restored) + int(event.get("level") or 1)
+        ctx.on_phase("level", {**tag, "level": index, "levels": progress.total})
+    elif kind == "level_done":
+        accept = event.get("accept_length")
+        progress.accepts.append(float(accept) if isinstance(accept, int | float) else None)
+        if progress.on_level_done is not None:
+            progress.on_level_done(progress)
     elif kind == "warmup":
         ctx.on_phase("warmup", {"of": event.get("of"), **tag})
     elif kind == "repetition":
@@ -111,32 +127,56 @@ def level_metrics(
     return metrics
 
 
-def by_load(
-    plan: BatchPlan,
-    reached: Sequence[LevelProgress],
-    accepts: Sequence[float | None],
-    *,
-    status: str,
-    lossy: bool,
-) -> list[dict[str, Any]]:
-    """Every level of the plan, lowest first, as the record's `by_load` keeps it. The run ended
-    at the last level it reached: that level has the run's status, the ones before it `ok`,
-    the ones after it `skipped` (`cancelled` after a cancel). An output that is not the
-    baseline's (or differs between levels) fails every level reached: no figure of it counts."""
-    ended = max(len(reached) - 1, 0)
+def level_entry(
+    plan: BatchPlan, level: LevelProgress, accept: float | None, status: str
+) -> dict[str, Any]:
+    """One level as the record's `by_load` (and the checkpoint) keeps it."""
+    return {"load": dict(level.load), "metrics": level_metrics(plan, level, accept),
+            "status": status, "warmup": level.warmup, "batch_size": level.batch_size or None}
+
+
+def finished(plan: BatchPlan, progress: Progress) -> list[dict[str, Any]]:
+    """The levels done: the checkpoint's, then each the child has finished."""
+    done = zip(progress.levels, progress.accepts, strict=False)
+    return [*progress.restored, *(level_entry(plan, level, accept, "ok") for level, accept in done)]
+
+
+def save_checkpoint(path: Path, key: str, levels: list[dict[str, Any]]) -> None:
+    """The levels done, beside the log (jobs.engines.levels_run's checkpoint: the same file,
+    key and shape, written atomically), so a batch resumed after its worker died starts the
+    child at the first level left."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with temporary.open("w", encoding="utf-8") as handle:
+        json.dump({"key": key, "levels": levels}, handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def by_load(plan: BatchPlan, progress: Progress, *, status: str) -> list[dict[str, Any]]:
+    """Every level of the plan, lowest first, as the record's `by_load` keeps it: the
+    checkpoint's levels, then the child's. The run ended at the last level it reached: that
+    level has the run's status, the ones before it `ok`, the ones after it `skipped`
+    (`cancelled` after a cancel). An output that is not the baseline's (or differs between
+    levels) fails every level: no figure of it counts."""
+    skip = len(progress.restored)
+    reached, accepts = progress.levels, progress.accepts
+    ended = skip + max(len(reached) - 1, 0)
     after = "cancelled" if status == "cancelled" else "skipped"
     levels: list[dict[str, Any]] = []
     for index, load in enumerate(plan.levels):
-        level = reached[index] if index < len(reached) else LevelProgress(load=dict(load))
         if status == "ok" or index < ended:
-            state = "failed" if lossy else "ok"
+            state = "failed" if progress.lossy else "ok"
         elif index == ended:
             state = status
         else:
             state = after
-        accept = accepts[index] if index < len(accepts) else None
-        levels.append({
-            "load": dict(load), "metrics": level_metrics(plan, level, accept), "status": state,
-            "warmup": level.warmup, "batch_size": level.batch_size or None,
-        })
+        if index < skip:
+            levels.append({**progress.restored[index], "status": state})
+            continue
+        mine = index - skip
+        level = reached[mine] if mine < len(reached) else LevelProgress(load=dict(load))
+        accept = accepts[mine] if mine < len(accepts) else None
+        levels.append(level_entry(plan, level, accept, state))
     return levels

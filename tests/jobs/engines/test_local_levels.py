@@ -22,6 +22,7 @@ from jobs.core.presets import load_preset
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
 from jobs.engines.base import RunContext
+from jobs.engines.levels_run import Levels, checkpoint_path
 from jobs.engines.local import child as local_child
 from jobs.engines.local import model as local_model
 from jobs.engines.local.engine import LocalEngine
@@ -183,6 +184,35 @@ def test_a_cancel_at_a_level_cancels_it_and_the_levels_after(
     assert [level["status"] for level in record.by_load] == ["ok", "cancelled", "cancelled"]
     assert len(record.by_load[0]["metrics"]["output_throughput"]) == plan.reps
     assert record.by_load[2]["metrics"]["output_throughput"] == []
+
+
+def test_a_run_resumed_after_its_worker_died_starts_at_the_level_it_reached(
+    engine: LocalEngine, runs: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker that dies during level 3 leaves the checkpoint of levels 1 and 2 (the last
+    level is never in one: its record follows), as this run does when the record that deletes
+    the checkpoint is kept from doing so; the batch's resume runs the configuration again, and
+    the child serves level 3 only."""
+    plan = _plan([1, 2, 4])
+    tmp = runs["tmp"] / "resume"
+    with monkeypatch.context() as patch:
+        patch.setattr(Levels, "finish", lambda self: None)
+        first = _run(engine, plan, 0, tmp)
+    assert first.status == "ok", first.log_tail
+    checkpoint = json.loads(checkpoint_path(tmp / "baseline.log").read_text())
+    assert [level["load"] for level in checkpoint["levels"]] == [{"max-concurrency": 1},
+                                                                 {"max-concurrency": 2}]
+    phases: list[tuple[str, dict[str, Any]]] = []
+    again = _run(engine, plan, 0, tmp, on_phase=lambda p, d: phases.append((p, d)))
+    assert again.status == "ok", again.log_tail
+    assert "--loads 4 " in again.log_tail.splitlines()[0] + " "
+    assert [d for p, d in phases if p == "level"] == [
+        {"load": {"max-concurrency": 4}, "level": 3, "levels": 3}]
+    assert "max-concurrency 1 was measured before a restart" in again.log_tail
+    assert again.by_load[:2] == first.by_load[:2]  # taken from the checkpoint, not measured
+    assert again.metrics == first.by_load[0]["metrics"]
+    assert again.by_load[2]["status"] == "ok" and again.by_load[2]["batch_size"] == 4
+    assert not checkpoint_path(tmp / "baseline.log").exists()
 
 
 def test_a_batch_without_loads_keeps_its_record_as_it_was(
