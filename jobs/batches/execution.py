@@ -185,7 +185,7 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
     for index, config in enumerate(plan.configs):
         if config.approach not in done:
             run(config, index)
-    points = sweeping.Points.of(plan, [*done.values(), *([baseline] if baseline else [])])
+    points = sweeping.Points.of(plan, store.records(batch_id) if plan.sweep else [])
     if plan.sweep is not None:
         sweeping.run_points(plan, batch_id=batch_id, points=points, run=run, stop=cancel)
     report = build_report(store.records(batch_id), plan, rules=rules, judged=judged)

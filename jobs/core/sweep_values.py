@@ -122,7 +122,8 @@ class Points:
         """Whether a point met the SLO at every level (every measured point, without an SLO)."""
         if not self.plan.slo:
             return True
-        found = self.known()[1].get(name)
+        same = None if self.plan.sweep is None else self.plan.sweep.same_as_baseline
+        found = self.base_excess if name == same else self.excess.get(name)
         return found is not None and found <= 0
 
     def best(self, *, feasible: bool = True) -> tuple[str, float] | None:

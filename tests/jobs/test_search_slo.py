@@ -425,3 +425,23 @@ def test_a_point_within_the_slo_wins_over_a_baseline_that_breaks_it() -> None:
     assert best[1] == pytest.approx(90.0 * 8 ** 0.5)
     assert winner(plan, points) == name(96)
     assert winner(plan, Points.of(plan, records[:1] + records[2:])) is None  # none within it
+
+
+def test_with_levels_the_best_point_is_held_against_its_parent_taken_the_same_way(
+    store: Store,
+) -> None:
+    text = preset(graph=GRAPH[:4]).replace("approaches: []", """\
+approaches:
+  - name: wide
+    hypothesis: a larger memory fraction
+    server_args: {mem-fraction-static: 0.9}""").replace("  name: tune\n  grid:", """\
+  name: tune
+  extends: wide
+  grid:""").replace("    mem-fraction-static: [0.75, 0.8, 0.85, 0.88, 0.9]\n", "")
+    report = sweep(store, text, LoadLandscape(rising), batch="b-slo00005")
+    best = report["sweep"]["best"]
+    assert best["approach"] == "tune@cuda-graph-max-bs=160"
+    parent = (100.0 + 16.0) * 3 ** 0.5  # wide: (0, 4), the geometric mean over c=1 and c=8
+    assert best["vs_parent"]["value"] == pytest.approx(parent)
+    assert best["vs_parent"]["delta_pct"] == pytest.approx(
+        round(100 * (best["value"] / parent - 1), 1))
