@@ -22,10 +22,8 @@ from jobs.core.messages import (
 )
 from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
-from jobs.core.sweep_values import point_values
-from jobs.core.sweeps import best_point
+from jobs.core.sweep_values import Points
 from jobs.core.units import unit_of
-from jobs.core.verdicts import median
 
 LOG_LINES = 40
 
@@ -97,11 +95,9 @@ def sweep_uploads(records: list[RunRecord], *, batch_id: str, plan: BatchPlan) -
     """A sweep's landscape and its throughput-vs-latency Pareto front, when there is data."""
     assert plan.sweep is not None
     sweep = plan.sweep
-    values = point_values(plan, records)
-    base = next((r for r in records if r.role == "baseline"), None)
-    if sweep.same_as_baseline is not None and base is not None:
-        values[sweep.same_as_baseline] = median(base.samples(plan.metric))
-    best = best_point(values, lower_is_better=plan.lower_is_better)
+    points = Points.of(plan, records)
+    values = points.known()[0]
+    best = points.best()  # under an SLO, the best point that met it at every level
     files: list[Upload] = []
     landscape = landscape_png(sweep, values, metric=plan.metric,
                               lower_is_better=plan.lower_is_better,

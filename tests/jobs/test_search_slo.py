@@ -28,6 +28,7 @@ import yaml
 from jobs.batches.execution import execute_batch
 from jobs.batches.sweeping import confirmation_plan, winner
 from jobs.core.events import CallbackSink, Event
+from jobs.core.messages import render_report
 from jobs.core.plans import BatchPlan, RunConfig, resolve
 from jobs.core.presets import parse_preset
 from jobs.core.records import RunRecord
@@ -277,6 +278,8 @@ def test_a_sweep_without_a_point_within_the_slo_has_no_winner_and_says_why(
     assert swept["slo"]["excluded"]["approach"] == \
         "tune@cuda-graph-max-bs=96,mem-fraction-static=0.9"
     assert not [run for run in engine.runs if run[1] is not None]  # no confirmation batch
+    text = render_report(report, "text")  # the summary says why, and what broke the SLO
+    assert NO_FEASIBLE in text and "(the fastest, tune@cuda-graph-max-bs=96," in text
 
 
 def test_repetitions_stop_early_only_against_a_point_within_the_slo(store: Store) -> None:
