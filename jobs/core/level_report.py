@@ -69,6 +69,11 @@ def add_levels(
     loads = loads_of(records)
     report["loads"] = loads
     report["slo"] = dict(metric.limits)
+    # whether any run reported an SLO key at all (records from before the SLO, or a benchmark
+    # that does not report it, cannot be judged by it: the summary says so)
+    report["slo_measured"] = any(
+        key in part for r in records for key in metric.limits
+        for part in (r.metrics, *(lv.get("metrics") or {} for lv in r.by_load)))
     levels: list[Load] = [] if loads is None else [{loads["knob"]: v} for v in loads["levels"]]
     report["baseline"]["by_load"] = baseline_levels(baseline, levels, metric=metric)
     for result, verdict in zip(report["results"], verdicts, strict=True):

@@ -46,7 +46,9 @@ def loads_line(report: Mapping[str, Any]) -> str:
     if loads:
         parts.append("Loads: " + loads_text([{loads["knob"]: v} for v in loads["levels"]]))
     if slo:
-        parts.append("SLO: " + slo_text(slo))
+        unmeasured = report.get("slo_measured") is False
+        parts.append("SLO: " + slo_text(slo) + (" (not measured: no run reported these keys)"
+                                                if unmeasured else ""))
     elif loads:
         parts.append("no SLO")
     return SEPARATOR.join(parts)
