@@ -35,10 +35,16 @@ def allreduce_of(record: RunRecord) -> tuple[int, float] | None:
     return count, float(latency)
 
 
+def is_split(record: RunRecord) -> bool:
+    """Whether the record's evidence is what a split would cost (an engine of one process)."""
+    evidence = record.extra.get("evidence")
+    return isinstance(evidence, Mapping) and evidence.get("split") is True
+
+
 def with_comm(break_even: dict[str, float] | None, record: RunRecord) -> dict[str, Any] | None:
     """`break_even` with `allreduces` and `comm_ms` added when the record has evidence."""
     found = allreduce_of(record)
-    if break_even is None or found is None:
+    if break_even is None or found is None or is_split(record):
         return break_even
     count, latency_us = found
     return {**break_even, "allreduces": count, "comm_ms": round(count * latency_us / 1000.0, 1)}
@@ -53,6 +59,10 @@ def budget_sentence(break_even: Mapping[str, Any], record: RunRecord) -> str | N
     count, latency_us = found
     comm = round(count * latency_us / 1000.0, 1)
     now, needed = float(break_even["now_ms"]), float(break_even["needed_ms"])
+    if is_split(record):  # one process: no all-reduce today, what a split would add
+        return (f"split over ranks, its cycle would add {count} all-reduces × "
+                f"{latency_us / 1000.0:.2f} ms = {comm:.1f} ms to its {now:.1f} ms (it must "
+                f"take ≤ {needed:.1f} ms)")
     text = (f"{count} all-reduces × {latency_us / 1000.0:.2f} ms = {comm:.1f} ms of a "
             f"{now:.1f} ms cycle; it must take ≤ {needed:.1f} ms")
     if comm >= needed:
@@ -65,7 +75,7 @@ def budget_sentence(break_even: Mapping[str, Any], record: RunRecord) -> str | N
 def slower_sentence(record: RunRecord, others: Mapping[str, RunRecord]) -> str | None:
     """How much slower this record's all-reduce is than its parent's (else the baseline's),
     and on PCIe the mechanism; None when it is not slower or either lacks evidence."""
-    mine = allreduce_of(record)
+    mine = None if is_split(record) else allreduce_of(record)
     if mine is None:
         return None
     for name in (record.parent, "baseline"):
@@ -88,7 +98,7 @@ def slower_sentence(record: RunRecord, others: Mapping[str, RunRecord]) -> str |
 def comm_of(record: RunRecord, baseline: RunRecord, metric: str) -> tuple[float, float] | None:
     """(the all-reduces' ms per cycle, the ms a cycle may take to match the baseline) for a
     speculative record with evidence, on a higher-is-better throughput; None otherwise."""
-    found = allreduce_of(record)
+    found = None if is_split(record) else allreduce_of(record)
     accept = record.accept_length
     base = baseline.samples(metric)
     if found is None or accept is None or not base or baseline.accept_length is not None:

@@ -37,6 +37,7 @@ class Need:
     model: ShapeOfModel | None
     tokens: int
     missing: str | None = None  # why there is no measurement for it
+    split: bool = False  # the engine runs one process: the probe is what a split would cost
 
     @property
     def group(self) -> Group:
@@ -56,7 +57,8 @@ def need_of(config: RunConfig, info: EngineInfo,
     """The evidence one configuration needs (never raises for a missing shape)."""
     facts = info.evidence
     args = config.server_args
-    world = _int(_first_set(args, facts.get("tp_args", ()))) or int(facts.get("world", 1))
+    ranks = _int(_first_set(args, facts.get("tp_args", ())))
+    world = ranks or int(facts.get("world", 1))
     env = collective_env(config.env)
     tokens = verify_tokens(args, facts.get("verify_tokens", ()))
     try:
@@ -66,7 +68,7 @@ def need_of(config: RunConfig, info: EngineInfo,
     if world < 2:
         return Need(config.approach, world, env, model, tokens,
                     missing="one rank per layer (no tensor parallelism): no all-reduce per step")
-    return Need(config.approach, world, env, model, tokens)
+    return Need(config.approach, world, env, model, tokens, split=ranks is None)
 
 
 def groups(needs: Iterable[Need]) -> dict[Group, list[int]]:
@@ -96,6 +98,8 @@ def record_evidence(need: Need, probe: Mapping[str, Any] | None, *,
                         "busbw_gbps": size.get("busbw_gbps"), "env": dict(need.env)}
     if need.model is not None:
         out["allreduces"] = need.model.allreduces
+    if need.split:
+        out["split"] = True
     return out
 
 

@@ -46,6 +46,7 @@ def test_a_local_batch_gathers_real_gloo_evidence_into_every_record(tmp_path: Pa
     look: dict[str, Any] = records["lookup"]["evidence"]
     assert base["model"] == {"layers": 2, "hidden_size": 32, "dtype_bytes": 4}
     assert base["allreduces"] == 4 and base["allreduce"]["backend"] == "gloo"
+    assert base["split"] is True  # the local engine runs one process: a split's cost
     assert base["allreduce"]["world"] == 2 and base["allreduce"]["bytes"] == 32 * 4
     assert look["allreduce"]["bytes"] == 5 * 32 * 4  # 4 drafted tokens and the verified one
     for found in (base, look):

@@ -63,7 +63,7 @@ def test_a_failing_probe_is_a_reason_in_the_records_not_a_failure() -> None:
 
 def test_nothing_without_evidence_in_the_preset() -> None:
     probes = Probes()
-    plan = resolve(load_preset("cpu-demo"), reps=1)
+    plan = dataclasses.replace(resolve(load_preset("cpu-demo"), reps=1), evidence=())
     evidence = Evidence(plan, probe=probes)
     evidence.prepare(plan.configs)
     assert evidence.of(plan.configs[0]) is None and probes.calls == []

@@ -22,6 +22,7 @@ def test_the_seeds_batch_probes_once_per_tp_and_collective_env(tmp_path: Path) -
     needs = {c.approach: need_of(c, info, read=lambda _: read_shape(tmp_path))
              for c in plan.configs}
     assert needs["eagle3"].world == 8 and needs["eagle3"].tokens == 4
+    assert not needs["eagle3"].split
     assert needs["eagle3"].bytes == 57344 and needs["baseline"].bytes == 14336
     assert needs["eagle3-nccl-tree"].env == (("NCCL_ALGO", "Tree"),)
     found = groups(needs.values())
@@ -52,3 +53,4 @@ def test_the_local_engine_measures_a_two_rank_split_of_its_knobs() -> None:
     assert needs["baseline"].bytes == 64 * 4  # hidden 64, float32, one token
     assert needs["prompt-lookup"].tokens == 11 and needs["draft-1-layer"].tokens == 5
     assert needs["baseline"].model is not None and needs["baseline"].model.allreduces == 8
+    assert needs["baseline"].split  # one process: what a 2-rank split would cost

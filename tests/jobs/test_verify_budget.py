@@ -93,3 +93,15 @@ def test_without_evidence_the_seed_report_is_unchanged() -> None:
     assert not any("all-reduce" in r["why"] for r in report["results"])
     assert not any(s["action"].startswith(("Cut communication", "Draft longer"))
                    for s in report["next_steps"])
+
+
+def test_an_engine_of_one_process_is_told_what_a_split_would_add() -> None:
+    eagle3 = with_evidence(seed()["eagle3"], 250.0)
+    eagle3 = dataclasses.replace(eagle3, extra={**eagle3.extra, "evidence": {
+        **eagle3.extra["evidence"], "split": True}})
+    even = {"now_ms": 48.2, "needed_ms": 31.8}
+    assert with_comm(even, eagle3) == even  # no all-reduce in its cycle today
+    assert budget_sentence(even, eagle3) == (
+        "split over ranks, its cycle would add 122 all-reduces × 0.25 ms = 30.5 ms to its "
+        "48.2 ms (it must take ≤ 31.8 ms)")
+    assert slower_sentence(eagle3, {"baseline": eagle3}) is None
