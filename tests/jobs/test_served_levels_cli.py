@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -68,3 +69,20 @@ def test_one_server_per_configuration_and_a_mixed_verdict(tmp_path: Path,
         (1, "improved"), (4, "improved"), (16, "regressed")]
     assert eagle["crossover"]["text"] == "improved up to max-concurrency 4, regressed from 16"
     assert all(e["slo"] == "met" for e in eagle["by_load"])
+    # the stored records, analysed again with the preset's SLO, give the same verdicts
+    shown = subprocess.run([sys.executable, "-m", "bot.cli.main", "show", "--format", "jsonl"],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(shown.stdout)
+    config = tmp_path / "config"
+    shutil.copytree(REPO / "config", config)
+    (config / "presets" / "levels.yaml").write_text(path.read_text())
+    again = subprocess.run([sys.executable, "-m", "bot.cli.main", "analyze", str(runs),
+                            "--format", "json"], cwd=tmp_path, capture_output=True, text=True,
+                           env={**env, "SPECBENCH_CONFIG_DIR": str(config)}, timeout=60)
+    assert again.returncode == 0, again.stderr
+    analysed = json.loads(again.stdout)
+    assert analysed["slo"] == report["slo"] == {"p99_ttft_ms": 1000.0}
+    for ours, theirs in zip(analysed["results"], report["results"], strict=True):
+        assert ours["verdict"] == theirs["verdict"]
+        assert [e["verdict"] for e in ours["by_load"]] == [e["verdict"] for e in theirs["by_load"]]
