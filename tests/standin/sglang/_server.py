@@ -25,7 +25,8 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
-from sglang import __version__, _load
+import standin_load as _load
+from sglang import __version__
 from sglang._flags import version_tuple
 from sglang._log import log
 

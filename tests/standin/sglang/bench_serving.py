@@ -31,7 +31,8 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from sglang import __version__, _load
+import standin_load as _load
+from sglang import __version__
 from sglang._flags import build_bench_parser, flag_set, version_tuple
 from sglang._log import note
 

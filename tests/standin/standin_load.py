@@ -1,5 +1,5 @@
-"""How the stand-in's speed depends on its load, as a GPU server's does (the same model as the
-vLLM stand-in's `_load`).
+"""How a stand-in server's speed depends on its load, as a GPU server's does: one model for the
+SGLang and the vLLM stand-ins (both import it as `standin_load`; tests/standin is on their path).
 
 One request decodes at STANDIN_THROUGHPUT tokens/s; each other request running beside it slows
 everyone's decode by STANDIN_BATCH_COST (default 0.05), so c requests together make
