@@ -67,9 +67,7 @@ def load_problems(raw: Any, *, bench: Mapping[str, Any]) -> list[Problem]:
     (knob, values), = raw.items()
     where = ("loads", knob)
     if knob not in LOAD_KNOBS:
-        close = difflib.get_close_matches(str(knob), LOAD_KNOBS, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        return [(where, f"key 'loads': {knob!r} is not a load knob{hint}; "
+        return [(where, f"key 'loads': {knob!r} is not a load knob{_hint(knob, LOAD_KNOBS)}; "
                         f"one of {', '.join(LOAD_KNOBS)}")]
     if knob in bench:
         return [(("bench", knob), f"key 'bench.{knob}' is set by 'loads' too: give its levels "
@@ -112,16 +110,19 @@ def slo_problems(raw: Any, *, engine: str) -> list[Problem]:
     for key, limit in raw.items():
         where = ("slo", key)
         if key not in known:
-            close = difflib.get_close_matches(str(key), known, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
             return [(where, f"key 'slo.{key}': {info.in_text}'s benchmark reports no {key!r}"
-                            f"{hint}; an SLO limits one of {', '.join(known)}")]
+                            f"{_hint(key, known)}; an SLO limits one of {', '.join(known)}")]
         if isinstance(limit, bool) or not isinstance(limit, int | float) \
                 or not math.isfinite(limit):
             return [(where, f"key 'slo.{key}': the limit {limit!r} is not a number")]
         if limit <= 0:
             return [(where, f"key 'slo.{key}': the limit {limit!r} is not positive")]
     return []
+
+
+def _hint(word: Any, choices: Sequence[str]) -> str:
+    close = difflib.get_close_matches(str(word), choices, n=1)
+    return f" (did you mean {close[0]!r}?)" if close else ""
 
 
 def normal_loads(raw: Mapping[str, Sequence[Any]] | None) -> dict[str, list[int | float]] | None:
