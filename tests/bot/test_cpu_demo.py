@@ -33,6 +33,8 @@ def demo(data: Path, preset: str = "cpu-demo") -> tuple[dict[str, Any], str]:
     if preset == "cpu-loads":  # the verdict at each level too
         found["levels"] = {r["approach"]: [level["verdict"] for level in r["by_load"]]
                            for r in report["results"]}
+        found["whys"] = {r["approach"]: [level["why"] for level in r["by_load"]]
+                         for r in report["results"]}
     return found, done.stderr
 
 
@@ -50,3 +52,6 @@ def test_two_consecutive_demos_give_the_same_verdict_for_every_approach(tmp_path
     assert [found["prompt-lookup"] for found in loads] == ["mixed", "mixed"]
     assert [found["levels"]["prompt-lookup"][::2] for found in loads] == [
         ["improved", "regressed"]] * 2
+    for found in loads:  # at 8 the SLO breach itself, the limit and the median named
+        assert "p99_ttft_ms" in found["whys"]["prompt-lookup"][2]
+        assert "> 80 ms limit at max-concurrency 8" in found["whys"]["prompt-lookup"][2]
