@@ -185,6 +185,7 @@ def _installed_standin(root: Path, version: str) -> Path:
     site.mkdir(exist_ok=True)
     if not (site / "sglang").exists():
         (site / "sglang").symlink_to(STANDIN / "sglang")
+        (site / "standin_load.py").symlink_to(STANDIN / "standin_load.py")  # its load model
     for old in site.glob("sglang-*.dist-info"):
         for item in old.iterdir():
             item.unlink()
