@@ -203,11 +203,15 @@ class Levels:
     def _save(self) -> None:
         done = [level.entry() for level in self.levels
                 if level.restored is not None or (level.status == "ok" and level.repetitions)]
-        data = {"key": self.key, "levels": done}
+        self.save(done)
+
+    def save(self, done: list[dict[str, Any]]) -> None:
+        """The levels done (`by_load` entries, lowest first) as this run's checkpoint, written
+        atomically: a worker that dies mid-write leaves the previous one."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
         with temporary.open("w", encoding="utf-8") as handle:
-            json.dump(data, handle)
+            json.dump({"key": self.key, "levels": done}, handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(temporary, self.path)

@@ -40,7 +40,6 @@ from jobs.engines.local.levels import (
     handle_event,
     level_metrics,
     loads_reason,
-    save_checkpoint,
 )
 from jobs.engines.procs import LineCallback, ProcessGroup
 from jobs.settings import redact
@@ -237,7 +236,7 @@ def _checkpoint(progress: Progress, *, state: Levels, plan: BatchPlan) -> None:
     """A level is done: keep the levels done so far, but not the last (its record follows)."""
     levels = finished(plan, progress)
     if len(levels) < len(plan.levels):
-        save_checkpoint(state.path, state.key, levels)
+        state.save(levels)
 
 
 def _reader(events: queue.Queue[dict[str, Any]]) -> LineCallback:

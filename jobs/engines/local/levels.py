@@ -9,11 +9,8 @@ and `by_load`. It has no request rate: `loads: {request-rate: [...]}` is refused
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from jobs.core.plans import BatchPlan
@@ -139,19 +136,6 @@ def finished(plan: BatchPlan, progress: Progress) -> list[dict[str, Any]]:
     """The levels done: the checkpoint's, then each the child has finished."""
     done = zip(progress.levels, progress.accepts, strict=False)
     return [*progress.restored, *(level_entry(plan, level, accept, "ok") for level, accept in done)]
-
-
-def save_checkpoint(path: Path, key: str, levels: list[dict[str, Any]]) -> None:
-    """The levels done, beside the log (jobs.engines.levels_run's checkpoint: the same file,
-    key and shape, written atomically), so a batch resumed after its worker died starts the
-    child at the first level left."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with temporary.open("w", encoding="utf-8") as handle:
-        json.dump({"key": key, "levels": levels}, handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
 
 
 def by_load(plan: BatchPlan, progress: Progress, *, status: str) -> list[dict[str, Any]]:
