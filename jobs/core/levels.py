@@ -71,17 +71,16 @@ def view(record: RunRecord, load: Load) -> RunRecord:
     return dataclasses.replace(record.at_level(0), metrics={}, status="skipped")
 
 
+def slo_medians(run: RunRecord, limits: Mapping[str, float]) -> dict[str, float | None]:
+    """Each SLO key's median over the run's repetitions (None: not measured)."""
+    return {key: median(run.samples(key)) for key in limits}
+
+
 def breaches(run: RunRecord, limits: Mapping[str, float]) -> tuple[dict[str, float], bool]:
     """The limits a run's medians break (key -> median), and whether every key was measured."""
-    broken: dict[str, float] = {}
-    known = True
-    for key, limit in limits.items():
-        value = median(run.samples(key))
-        if value is None:
-            known = False
-        elif value > limit:
-            broken[key] = value
-    return broken, known
+    found = slo_medians(run, limits)
+    broken = {k: v for k, v in found.items() if v is not None and v > limits[k]}
+    return broken, None not in found.values()
 
 
 def slo_state(run: RunRecord, metric: Metric) -> str | None:

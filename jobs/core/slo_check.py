@@ -18,10 +18,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from jobs.core.levels import breach_text
+from jobs.core.levels import breach_text, slo_medians
 from jobs.core.loads import load_label
 from jobs.core.records import RunRecord
-from jobs.core.verdicts import median
 
 __all__ = ["Breach", "level_runs", "slo_breaches", "slo_excess"]
 
@@ -57,9 +56,8 @@ def _medians(record: RunRecord, slo: Mapping[str, float]
     """(load, key, median or None when unmeasured, limit) for every level and SLO key."""
     out: list[tuple[dict[str, Any], str, float | None, float]] = []
     for load, run in level_runs(record):
-        ran = run.status == "ok"
-        for key, limit in slo.items():
-            out.append((load, key, median(run.samples(key)) if ran else None, float(limit)))
+        found = slo_medians(run, slo) if run.status == "ok" else {}
+        out.extend((load, key, found.get(key), float(limit)) for key, limit in slo.items())
     return out
 
 

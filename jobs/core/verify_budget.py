@@ -11,11 +11,11 @@ every function here answers None and the why stays today's break-even line.
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Mapping
 from typing import Any
 
 from jobs.core.records import RunRecord
+from jobs.core.verdicts import median
 
 SLOWER_PCT = 5.0  # an all-reduce this much slower than the reference's is worth a sentence
 
@@ -100,11 +100,9 @@ def comm_of(record: RunRecord, baseline: RunRecord, metric: str) -> tuple[float,
     speculative record with evidence, on a higher-is-better throughput; None otherwise."""
     found = None if is_split(record) else allreduce_of(record)
     accept = record.accept_length
-    base = baseline.samples(metric)
-    if found is None or accept is None or not base or baseline.accept_length is not None:
-        return None
-    base_value = statistics.median(base)
-    if base_value <= 0:
+    base_value = median(baseline.samples(metric))
+    if found is None or accept is None or baseline.accept_length is not None \
+            or base_value is None or base_value <= 0:
         return None
     count, latency_us = found
     return round(count * latency_us / 1000.0, 1), round(accept / base_value * 1000.0, 1)
