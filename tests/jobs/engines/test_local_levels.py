@@ -21,12 +21,12 @@ from jobs.core.plans import BatchPlan, resolve
 from jobs.core.presets import load_preset
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
-from jobs.engines.base import RunContext
 from jobs.engines.levels_run import Levels, checkpoint_path
 from jobs.engines.local import child as local_child
 from jobs.engines.local import model as local_model
 from jobs.engines.local.engine import LocalEngine
 from jobs.engines.local.serving import LATENCY_KEYS, Bench
+from tests.jobs.engines.test_local import _run  # one way to run a configuration
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -269,22 +269,3 @@ def _plan(levels: list[int]) -> BatchPlan:
     full = resolve(load_preset("cpu-loads"))
     return dataclasses.replace(full, reps=2, startup_s=60, bench_s=30, bench=dict(BENCH),
                                loads={"max-concurrency": levels})
-
-
-def _run(
-    engine: LocalEngine,
-    plan: BatchPlan,
-    index: int,
-    tmp_path: Path,
-    *,
-    baseline: RunRecord | None = None,
-    on_phase: Any = None,
-    should_stop: Any = None,
-) -> RunRecord:
-    config = plan.configs[index]
-    ctx = RunContext(
-        batch_id="b-levels", plan=plan, log_path=tmp_path / f"{config.approach}.log",
-        fingerprint={}, on_phase=on_phase or (lambda phase, details: None),
-        should_stop=should_stop or (lambda: False), baseline=baseline,
-    )
-    return engine.run(config, ctx)
