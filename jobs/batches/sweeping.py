@@ -24,7 +24,6 @@ from jobs.core.records import RunRecord
 from jobs.core.sweep_parents import vs_parent
 from jobs.core.sweep_values import Points as Points  # where the worker looks
 from jobs.core.sweep_values import objective_text, slo_section
-from jobs.core.sweep_values import point_values as point_values
 from jobs.core.sweeps import confirmed_steps, sweep_section
 from jobs.core.verdicts import is_better
 from jobs.search import next_point

@@ -19,8 +19,8 @@ maximises the value among feasible points only (Optuna's constraints, jobs.searc
 point that breaks the SLO is never the best, the winner or the bar a repetition must beat, and
 without a feasible point there is no winner to confirm.
 
-The worker searches and judges the sweep from `Points` (jobs.batches.sweeping); the chat thread
-draws its landscape from `point_values`: one rule, here, so that the chart shows the values the
+The worker searches and judges the sweep from `Points` (jobs.batches.sweeping), and the chat
+thread draws its landscape from them too: one rule, here, so that the chart shows the values the
 search and the report went by.
 """
 
@@ -51,14 +51,6 @@ def point_value(record: RunRecord, metric: str) -> float | None:
     if len(found) == 1:
         return found[0]
     return math.exp(sum(math.log(m) for m in found) / len(found))
-
-
-def point_values(plan: BatchPlan, records: Iterable[RunRecord]) -> dict[str, float | None]:
-    """Each recorded point's value (`point_value`; None without one); {} for a plan without a
-    sweep."""
-    sweep = plan.sweep
-    return {r.approach: point_value(r, plan.metric) for r in records
-            if sweep is not None and sweep.is_point(r.approach)}
 
 
 @dataclass
