@@ -182,9 +182,8 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
     evidence = Evidence(plan, probe=measure,
                         on_phase=phase_emitter(sink, batch_id, first[1].approach, first[0], of))
     evidence.prepare([c for _, c in pending])  # before the servers
-    for index, config in enumerate(plan.configs):
-        if config.approach not in done:
-            run(config, index)
+    for index, config in pending:
+        run(config, index)
     points = sweeping.Points.of(plan, store.records(batch_id) if plan.sweep else [])
     if plan.sweep is not None:
         sweeping.run_points(plan, batch_id=batch_id, points=points, run=run, stop=cancel)
