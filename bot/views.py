@@ -23,6 +23,7 @@ from jobs.core.messages import (
     summary_payload,
 )
 from jobs.core.presets import Preset
+from jobs.evidence.probe_format import asked_text as probe_asked
 from jobs.settings import redact, secret_values
 from jobs.store import TERMINAL_STATES
 
@@ -32,6 +33,8 @@ def started(data: Started) -> str:
     verb = "queued" if data.submitted.created else "already submitted"
     position = data.submitted.position
     text = f"batch {row.id} ({row.preset}) {verb}, position {position} on {row.queue}"
+    if data.plan.probe is not None:
+        text += f": {probe_asked(data.plan.probe)}"
     if data.added:
         text += (f"; with {', '.join(data.added)}, which the retried approaches extend, so "
                  "each is judged against its parent again")
@@ -79,7 +82,7 @@ def running_note(data: Shown) -> str | None:
     the records so far), else None. A sweep's runs are its configurations and the points its
     budget allows."""
     row = data.row
-    if row.state in TERMINAL_STATES:
+    if row.state in TERMINAL_STATES or row.plan.is_probe:  # a probe's report says its state
         return None
     plan = row.plan
     planned = len(plan.configs) + (plan.sweep.max_servers if plan.sweep is not None else 0)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot import views
+from bot.chat.probe_line import parse_probe
 from bot.thread.messages import Upload
 from jobs.batches.dispatch import Dispatcher, Submitted
 from jobs.commands import CHAT_COMMANDS as COMMANDS
@@ -26,6 +27,7 @@ from jobs.commands import (
     help,
     history,
     presets,
+    probe,
     retry,
     run,
     show,
@@ -128,6 +130,10 @@ def _retry(args: list[str], ctx: Context, key: str | None) -> Reply:
     return _started(data)
 
 
+def _probe(args: list[str], ctx: Context, key: str | None) -> Reply:
+    return _started(probe.probe(ctx, parse_probe(args), idempotency_key=key))
+
+
 def _started(data: run.Started) -> Reply:
     return Reply(text=views.started(data), started=data.submitted, warnings=data.warnings)
 
@@ -183,7 +189,7 @@ def _help(args: list[str], ctx: Context, key: str | None) -> Reply:
 _HANDLERS: dict[str, Callable[[list[str], Context, str | None], Reply]] = {
     "run": _run, "retry": _retry, "status": _status, "cancel": _cancel, "show": _show,
     "presets": _presets, "history": _history, "digest": _digest, "compare": _compare,
-    "help": _help,
+    "help": _help, "probe": _probe,
 }
 
 

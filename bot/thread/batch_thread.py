@@ -30,7 +30,9 @@ from bot.thread.store_retry import Outage, describe, is_blip, off_loop, patientl
 from bot.thread.thread_end import finish_thread
 from jobs import settings
 from jobs.batches.dispatch import Submitted
+from jobs.core.batch_plan import PROBE
 from jobs.core.events import Event
+from jobs.evidence.probe_format import asked_text as probe_asked
 from jobs.store import BatchRow
 
 log = logging.getLogger(__name__)
@@ -56,7 +58,8 @@ class BatchThread:
 
     def __post_init__(self) -> None:
         plan = self.row.plan
-        self.progress = ProgressMessage.of(self.row.id, (c.approach for c in plan.configs))
+        rows = [PROBE] if plan.is_probe else [c.approach for c in plan.configs]
+        self.progress = ProgressMessage.of(self.row.id, rows)
         self.edits = Coalescer(self.hub.interval)
         self.secrets = settings.secret_values(os.environ, *(c.env for c in plan.configs))
         self.host = self.row.host
@@ -73,6 +76,7 @@ class BatchThread:
             approaches=len(plan.configs), reps=plan.reps, host=self.host, queue=self.row.queue,
             position=self.position, live_workers=self.live_workers, report=self.report,
             ended=ended, error=error, warnings=list(plan.warnings) if not self.report else [],
+            probe=None if plan.probe is None else probe_asked(plan.probe),
         ))
 
     def parent_message(self, *, ended: str | None = None, error: str | None = None) -> Message:

@@ -16,6 +16,7 @@ from jobs.charts.sweep import landscape_png, pareto_png
 from jobs.core.messages import (
     environment,
     fit_blocks,
+    is_probe_report,
     render_report,
     render_text,
     summary_payload,
@@ -50,6 +51,11 @@ def summary_uploads(
     """The chart of the report's verdicts (when something was measured), with load levels the
     metric against load and the Pareto front, and the run records as JSON lines, redacted."""
     files: list[Upload] = []
+    if is_probe_report(report):  # a queued probe: its JSON, as `specbench probe --format json`
+        probe = report.get("probe")
+        return [] if probe is None else [Upload(
+            f"{batch_id}-probe.json", (json.dumps(probe, indent=2) + "\n").encode(),
+            f"all_reduce probe of {batch_id}")]
     png = to_chart_png(report, records)
     if png is not None:
         unit = unit_of(plan.metric)

@@ -175,7 +175,8 @@ class EmbeddedDispatcher:
             try:
                 row = store.get_batch(batch_id)
                 if row is not None and row.state not in TERMINAL_STATES:
-                    engine = self._engine_factory(row.engine) if self._engine_factory else None
+                    engine = (self._engine_factory(row.engine)
+                              if self._engine_factory and not row.plan.is_probe else None)
                     execute_batch(batch_id, store=store, sink=self.channel, engine=engine,
                                   should_stop=self._stop.is_set)
             except Exception as exc:  # noqa: BLE001 - a batch's bug must not kill the worker

@@ -18,6 +18,7 @@ from jobs import settings
 from jobs.batches import remembering, sweeping
 from jobs.batches.evidence_step import Evidence
 from jobs.batches.planning import new_batch_id
+from jobs.batches.probing import execute_probe
 from jobs.batches.run_events import emit_finished, phase_emitter
 from jobs.core.errors import UserError
 from jobs.core.events import EventSink, MaskedSink, make_event
@@ -99,6 +100,9 @@ def execute_batch(
     sink = MaskedSink(sink, secrets=plan_secrets(plan))  # SPEC.md: events keep references
     if plan.confirms is not None and not inline:
         return {}
+    if plan.is_probe:  # a queued probe: no engine, no servers (jobs.batches.probing)
+        return execute_probe(row, store=store, sink=sink,
+                             should_stop=_CancelWatch(store, batch_id, should_stop))
     if engine is not None:
         return _execute(row, store=store, sink=sink, should_stop=should_stop, engine=engine)
     made = get_engine(plan.engine)  # made here, so closed here (a warm helper process goes)

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 from jobs import settings
 from jobs.batches.execution import build_report, log_path
+from jobs.batches.probing import probe_report
 from jobs.core.plans import RunConfig
 from jobs.core.records import RunRecord
 from jobs.engines import orphans, procs
@@ -155,7 +156,8 @@ def end_batch(store: Store, row: BatchRow, *, state: str, reason: str,
             status = "cancelled" if row.state == "running" and not fresh else "skipped"
             fresh.append((index, _unrun(row, config, status=status, why=reason)))
     store.put_records(fresh)
-    report = build_report(store.records(row.id), row.plan)
+    report = (probe_report(row, host=row.host)  # a queued probe: no records, no verdicts
+              if row.plan.is_probe else build_report(store.records(row.id), row.plan))
     report.update(state=state, ended=reason)
     if row.plan.confirms is not None:
         report["confirms"] = row.plan.confirms

@@ -11,10 +11,12 @@ only parse their input, call a command here and render its data with the same te
     presets  the presets and their approaches                 -> list[Preset]
     history  the last batches                                 -> list of summary lines
     compare  two stored batches side by side                  -> comparison dict
+    probe    a collectives probe queued on the GPU host           -> Started
     help     the chat commands                                -> tuple of names
     analyze  run records re-analysed (the CLI's)              -> report dict
 """
 
 CHAT_COMMANDS = (
-    "run", "status", "cancel", "retry", "show", "presets", "history", "digest", "compare", "help",
+    "run", "status", "cancel", "retry", "show", "presets", "history", "digest", "compare",
+    "probe", "help",
 )

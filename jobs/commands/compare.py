@@ -8,8 +8,9 @@ Which two, when not both are named:
   defaults, and `compare CONFIRMATION` pairs it with what came before its sweep.
 - `compare A B`: as named (a change is always B against A, whichever is older).
 A batch named without a stored report (still running, cut short) gets one built from its
-records so far, as `show` does. Bad input (an unknown batch, the same batch twice, no earlier
-batch to pair with, a different metric) is a UserError: one line, exit 2.
+records so far, as `show` does; a probe is never picked, nor compared. Bad input (an unknown
+batch, a probe, the same batch twice, no earlier batch to pair with, a different metric) is a
+UserError: one line, exit 2.
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ def _batch(ctx: Context, batch_id: str) -> BatchRow:
     if row is None:
         known = picks.recent_batch_ids(ctx.store)
         raise UserError(f"unknown batch {batch_id!r}{did_you_mean(batch_id, known)}")
+    if row.plan.is_probe:
+        raise UserError(f"batch {batch_id} is a probe, not an experiment: `show {batch_id}` "
+                        "gives its table")
     return row
 
 

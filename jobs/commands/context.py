@@ -28,7 +28,7 @@ class Caller:
 OPEN_COMMANDS = ("help",)
 """What Slack answers anyone, anywhere, allow-lists or not."""
 
-LAUNCH_COMMANDS = ("run", "retry")
+LAUNCH_COMMANDS = ("run", "retry", "probe")
 """What starts processes on a GPU host: only users on the user list (admins read and cancel)."""
 
 

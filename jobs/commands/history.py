@@ -24,7 +24,20 @@ def _summary_line(row: BatchRow) -> dict[str, Any]:
         "batch": row.id, "preset": row.preset, "state": row.state, "by": row.requested_by,
         "when": row.created_at.strftime("%Y-%m-%d %H:%M"),
         "counts": report.get("counts") or {}, "best": report.get("key_achievement"),
+        "probe": None if row.plan.probe is None else _probe_words(report or None, row.plan.probe),
         "sweep": None if sweep is None else {
             "name": sweep.get("name"), "best": sweep.get("best"),
             "confirmation": sweep.get("confirmation")},
     }
+
+
+def _probe_words(report: dict[str, Any] | None, request: dict[str, Any]) -> str:
+    """A probe's line: what it measured, or what it was asked."""
+    from jobs.evidence.probe_format import asked_text
+
+    measured = None if report is None else report.get("probe")
+    if not measured:
+        return asked_text(request)
+    peak = max(s["busbw_gbps"] for s in measured["sizes"])
+    return (f"all_reduce over {measured['world']} ranks ({measured['backend']}), busbw up to "
+            f"{peak:.3f} GB/s")

@@ -27,6 +27,8 @@ class RetryArgs:
 def retry(ctx: Context, args: RetryArgs, *, idempotency_key: str | None = None) -> Started:
     check_reps(args.reps)
     row = ctx.batch(args.batch)
+    if row.plan.is_probe:
+        raise UserError(f"batch {row.id} is a probe: run `probe` again to measure again")
     old = row.plan
     known = [c.approach for c in (*old.approaches, *old.points)]
     names = rejoin(args.approaches, known)

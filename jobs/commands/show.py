@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from jobs.batches import runners, sweeping
 from jobs.batches.execution import build_report
+from jobs.batches.probing import probe_report
 from jobs.commands.context import Context
 from jobs.core.errors import UserError
 from jobs.core.records import RunRecord
@@ -74,6 +75,8 @@ def report_of(
     """The batch's stored report, or one built from its records so far; a confirmation's names
     its sweep (`confirms`), and a sweep's still running shows its points and, with `store`, its
     confirmation as it stands (one experiment, SPEC.md)."""
+    if row.plan.is_probe:  # a queued probe: its report, or where it stands
+        return row.report or probe_report(row, host=row.host)
     if row.report is not None:
         if row.plan.confirms is not None and "confirms" not in row.report:
             return {**row.report, "confirms": row.plan.confirms}  # stored before the key

@@ -19,6 +19,10 @@ from jobs.core.loads import levels_of
 from jobs.core.points import PointConfigs
 from jobs.core.sweeps import SweepPlan, to_sweep_plan
 
+PROBE = "probe"
+"""A queued probe's preset and engine: its batch row says `probe` where a batch names its preset
+and engine (no engine is registered by that name, so SQL tells probes apart by it)."""
+
 
 @dataclass(frozen=True)
 class BatchPlan:
@@ -45,6 +49,12 @@ class BatchPlan:
     loads: dict[str, list[Any]] | None = None
     slo: dict[str, float] = field(default_factory=dict)  # upper limits on result keys
     evidence: tuple[str, ...] = ()  # what the worker measures before the servers (collectives)
+    # a queued collectives probe (`probe` from chat): its request as asked, and no configs
+    probe: dict[str, Any] | None = None
+
+    @property
+    def is_probe(self) -> bool:
+        return self.probe is not None
 
     @property
     def levels(self) -> list[dict[str, Any]]:

@@ -106,18 +106,38 @@ def _note(text: str) -> dict[str, Any]:
 
 
 def render_report(report: dict[str, Any], fmt: str) -> str:
-    """The batch summary in one of `FORMATS`."""
+    """The batch summary (a queued probe's: `is_probe_report`) in one of `FORMATS`."""
     if fmt == "json":
         text = json.dumps(report, indent=2, ensure_ascii=False)
         return settings.redact(text, secrets=_secrets()) + "\n"
     if fmt == "slack":
         return json.dumps(summary_payload(report), indent=2, ensure_ascii=False) + "\n"
+    if is_probe_report(report):
+        return render_text("probe_summary", **_probe_context(report))
     names = [report["baseline"]["approach"], *(r["approach"] for r in report["results"])]
     return render_text("batch_summary", report=report, width=name_width(names), cut_rows=0)
 
 
 def summary_payload(report: dict[str, Any]) -> dict[str, Any]:
+    if is_probe_report(report):
+        text = render_text("probe_summary", **_probe_context(report))
+        head = text.split("\n", 1)[0]
+        return render_blocks("probe_summary", fallback=text, report=report, headline=head,
+                             table=_probe_context(report)["table"])
     headline = environment().get_template("_macros.j2").module.headline(report)  # type: ignore[attr-defined]
     return render_blocks(
         "batch_summary", fallback=str(headline), report=report, table_rows=MAX_TABLE_ROWS - 1
     )
+
+
+def is_probe_report(report: dict[str, Any]) -> bool:
+    """A queued probe's report (`jobs.batches.probing`), not a batch's."""
+    return "probe" in report and "request" in report
+
+
+def _probe_context(report: dict[str, Any]) -> dict[str, Any]:
+    from jobs.evidence.probe_format import asked_text, to_text
+
+    probe = report.get("probe")
+    return {"report": report, "asked": asked_text(report.get("request") or {}),
+            "table": to_text(probe).rstrip("\n") if probe else None}

@@ -15,7 +15,8 @@ UNITS = {
     "completed": "requests",
     "duration": "s",
 }
-SUFFIXES = (("_ms", "ms"), ("_s", "s"), ("_throughput", "tok/s"), ("_tokens", "tokens"))
+SUFFIXES = (("_ms", "ms"), ("_s", "s"), ("_throughput", "tok/s"), ("_tokens", "tokens"),
+            ("_gbps", "GB/s"))
 
 
 def plural(count: int, word: str, many: str | None = None) -> str:

@@ -7,7 +7,8 @@ rank that never joins and the probe's timeout, an interrupt) the whole group is 
 every rank reaped before `run_probe` returns or raises.
 
     ProbeError (InfraError, exit 1)   a rank failed, or the ranks could not start
-    └── ProbeTimeout                  the probe ran past its timeout; says which sizes completed
+    ├── ProbeTimeout                  the probe ran past its timeout; says which sizes completed
+    └── ProbeCancelled                `should_stop` said so (a queued probe cancelled)
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 from jobs.core.errors import InfraError
-from jobs.evidence.probe_input import ProbeRequest, human_size, to_request
+from jobs.evidence.probe_input import ProbeRequest, for_this_host, human_size, to_request
 
 WORKER = Path(__file__).with_name("rank_worker.py")
 TORCH_GRACE_S = 30.0  # torch's own timeout in the ranks runs this much past the probe's
@@ -38,6 +39,10 @@ _RAISED = re.compile(r"[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)(: |$)")
 
 class ProbeError(InfraError):
     """The probe could not measure: a rank failed or could not start."""
+
+
+class ProbeCancelled(ProbeError):
+    """The probe was cancelled while it ran; its ranks were stopped."""
 
 
 class ProbeTimeout(ProbeError):
@@ -58,11 +63,14 @@ def figures(size: int, times_us: Sequence[float], world: int) -> dict[str, Any]:
             "busbw_gbps": algbw * 2 * (world - 1) / world}
 
 
-def run_probe(request: ProbeRequest, *, python: str = sys.executable) -> dict[str, Any]:
-    """SPEC.md's probe JSON for `request`, measured; raises ProbeError or ProbeTimeout."""
+def run_probe(request: ProbeRequest, *, python: str = sys.executable,
+              should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
+    """SPEC.md's probe JSON for `request` (checked `for_this_host` first), measured; raises
+    ProbeError, ProbeTimeout, or ProbeCancelled once `should_stop()` is true."""
+    request = for_this_host(request)
     for attempt in (1, 2):  # a free port taken between looking and binding: once more
         try:
-            return _attempt(request, python=python)
+            return _attempt(request, python=python, should_stop=should_stop)
         except _PortTaken as exc:
             if attempt == 2:
                 raise ProbeError(f"the ranks could not rendezvous: {exc}") from None
@@ -91,7 +99,7 @@ class _Ranks:
         self._reader: threading.Thread | None = None
         self._stopped = False
         port = _free_port()
-        argv = [python, str(WORKER), "--backend", request.backend,
+        argv = [python, str(WORKER), "--backend", str(request.backend),
                 "--sizes", ",".join(map(str, request.sizes)), "--iters", str(request.iters),
                 "--warmup", str(request.warmup),
                 "--timeout", str(request.timeout_s + TORCH_GRACE_S)]
@@ -119,9 +127,13 @@ class _Ranks:
         for raw in stdout:
             self.lines.append(raw.decode("utf-8", "replace"))
 
-    def wait(self, deadline: float) -> None:
-        """Until every rank exits 0; raises at the first failure or at the deadline."""
+    def wait(self, deadline: float, should_stop: Callable[[], bool] | None = None) -> None:
+        """Until every rank exits 0; raises at the first failure, at the deadline or when
+        `should_stop()` says so."""
         while True:
+            if should_stop is not None and should_stop():
+                raise ProbeCancelled(f"the probe was cancelled and its ranks were stopped; "
+                                     f"{self._done()}")
             for rank, proc in enumerate(self.procs):
                 code = proc.poll()
                 if code not in (None, 0):
@@ -197,11 +209,12 @@ class _Ranks:
             completed=[r["bytes"] for r in self.results()], pids=[p.pid for p in self.procs])
 
 
-def _attempt(request: ProbeRequest, *, python: str) -> dict[str, Any]:
+def _attempt(request: ProbeRequest, *, python: str,
+             should_stop: Callable[[], bool] | None) -> dict[str, Any]:
     deadline = time.monotonic() + request.timeout_s
     ranks = _Ranks(request, python=python)
     try:
-        ranks.wait(deadline)
+        ranks.wait(deadline, should_stop)
         ranks.stop()
         sizes = ranks.results()
         if [s["bytes"] for s in sizes] != list(request.sizes):

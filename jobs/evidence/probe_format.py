@@ -35,3 +35,17 @@ def to_text(result: Mapping[str, Any]) -> str:
 
 def render(result: Mapping[str, Any], fmt: str) -> str:
     return to_json(result) if fmt == "json" else to_text(result)
+
+
+def asked_text(request: Mapping[str, Any]) -> str:
+    """A queued probe's request in words: "all_reduce over 2 ranks (gloo), 6 sizes from 4 KiB to
+    4 MiB, 20 iterations each, env NCCL_ALGO=Ring"; the backend reads "nccl or gloo, as the host
+    has GPUs" until the host chose it."""
+    sizes = [int(s) for s in request.get("sizes", ())]
+    backend = request.get("backend") or "nccl or gloo, as the host has GPUs"
+    span = (human_size(sizes[0]) if len(sizes) == 1 else
+            f"{len(sizes)} sizes from {human_size(sizes[0])} to {human_size(sizes[-1])}")
+    env = dict(request.get("env") or ())
+    text = (f"all_reduce over {request.get('world')} ranks ({backend}), {span}, "
+            f"{request.get('iters')} iterations each")
+    return text + (", env " + " ".join(f"{k}={v}" for k, v in sorted(env.items())) if env else "")

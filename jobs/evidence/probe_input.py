@@ -8,10 +8,12 @@ Sizes are bytes, plain (`4096`) or with a binary suffix as nccl-tests reads them
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from jobs.core.errors import InfraError, UserError
 
@@ -40,7 +42,7 @@ class ProbeRequest:
     """One probe: `world` ranks on `backend`, each size timed `iters` times after `warmup`."""
 
     world: int
-    backend: str
+    backend: str | None  # None: not named yet (`for_this_host` chooses)
     sizes: tuple[int, ...]
     iters: int = DEFAULT_ITERS
     env: tuple[tuple[str, str], ...] = ()
@@ -86,12 +88,24 @@ def to_request(*, world: int = DEFAULT_WORLD, backend: str | None = None,
                sizes: Iterable[int] = DEFAULT_SIZES, iters: int = DEFAULT_ITERS,
                env: Mapping[str, str] | Iterable[tuple[str, str]] = (),
                timeout_s: float = DEFAULT_TIMEOUT_S) -> ProbeRequest:
-    """A checked request; without `backend`, nccl when this host has `world` GPUs, else gloo."""
+    """A checked request for this host (`asked`, then `for_this_host`)."""
+    return for_this_host(asked(world=world, backend=backend, sizes=sizes, iters=iters, env=env,
+                               timeout_s=timeout_s))
+
+
+def asked(*, world: int = DEFAULT_WORLD, backend: str | None = None,
+          sizes: Iterable[int] = DEFAULT_SIZES, iters: int = DEFAULT_ITERS,
+          env: Mapping[str, str] | Iterable[tuple[str, str]] = (),
+          timeout_s: float = DEFAULT_TIMEOUT_S) -> ProbeRequest:
+    """The request as asked, checked wherever it is typed (a bot's host may have no torch and no
+    GPU): everything but what the host running it has. `backend` stays None when not named."""
     if world < 2:
         raise ProbeInputError(f"--world must be at least 2 (an all-reduce needs two ranks), "
                               f"got {world}")
     if backend is not None and backend not in BACKENDS:
         raise ProbeInputError(f"unknown backend {backend!r}: nccl or gloo")
+    if backend == "gloo" and world > MAX_GLOO_WORLD:
+        raise ProbeInputError(f"--world {world} is more than gloo runs: at most {MAX_GLOO_WORLD}")
     if not 1 <= iters <= MAX_ITERS:
         raise ProbeInputError(f"--iters must be from 1 to {MAX_ITERS}, got {iters}")
     if not timeout_s > 0:
@@ -101,6 +115,14 @@ def to_request(*, world: int = DEFAULT_WORLD, backend: str | None = None,
         raise ProbeInputError("--sizes needs at least one size")
     pairs = dict(env.items() if isinstance(env, Mapping) else env)
     named = parse_env(f"{k}={v}" for k, v in pairs.items())
+    return ProbeRequest(world=world, backend=backend, sizes=checked, iters=iters, env=named,
+                        timeout_s=timeout_s)
+
+
+def for_this_host(request: ProbeRequest) -> ProbeRequest:
+    """The request checked against this host: without a backend, nccl when this host has
+    `world` GPUs, else gloo; nccl needs that many GPUs, gloo a CPU per rank."""
+    world, backend = request.world, request.backend
     if backend is None:
         backend = "nccl" if gpu_count() >= world else "gloo"
     if backend == "nccl":
@@ -115,8 +137,16 @@ def to_request(*, world: int = DEFAULT_WORLD, backend: str | None = None,
         if world > min(cpus, MAX_GLOO_WORLD):
             raise ProbeInputError(f"--world {world} is more than gloo runs here: one rank per "
                                   f"CPU ({cpus}), at most {MAX_GLOO_WORLD}")
-    return ProbeRequest(world=world, backend=backend, sizes=checked, iters=iters, env=named,
-                        timeout_s=timeout_s)
+    return dataclasses.replace(request, backend=backend)
+
+
+def request_of(data: Mapping[str, Any]) -> ProbeRequest:
+    """The inverse of `dataclasses.asdict(request)` (a queued probe travels as JSON)."""
+    return ProbeRequest(
+        world=int(data["world"]), backend=data.get("backend"),
+        sizes=tuple(int(s) for s in data["sizes"]), iters=int(data["iters"]),
+        env=tuple((str(k), str(v)) for k, v in data.get("env", ())),
+        timeout_s=float(data["timeout_s"]), warmup=int(data.get("warmup", WARMUP)))
 
 
 def gpu_count() -> int:

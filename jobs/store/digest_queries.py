@@ -26,7 +26,7 @@ from jobs.core.digest_memory import Judged, Memory
 from jobs.core.memory import known_from
 from jobs.core.records import RunRecord, to_record
 from jobs.store.database import Database, json_path
-from jobs.store.experiments import confirmation_key, is_experiment
+from jobs.store.experiments import confirmation_key, is_experiment, is_not_probe
 from jobs.store.schema import Batch, Run, to_batch_row
 
 PREDECESSORS = 3  # earlier experiments per preset the window's first may be compared with
@@ -61,7 +61,7 @@ def window(
     store: Database, *, since: dt.datetime, now: dt.datetime
 ) -> tuple[list[BatchRow], Records]:
     """The batches created in [since, now], oldest first, and their records (two queries)."""
-    in_window = and_(Batch.created_at >= since, Batch.created_at <= now)
+    in_window = and_(Batch.created_at >= since, Batch.created_at <= now, is_not_probe())
     batches = select(Batch).where(in_window).order_by(Batch.created_at, Batch.id)
     runs = (
         select(Run.batch_id, Run.approach, Run.record)
@@ -120,7 +120,7 @@ def recent_reports(store: Database, *, now: dt.datetime,
                                   order_by=(Batch.created_at.desc(), Batch.id.desc()))
     ranked = (
         select(Batch.id, rank.label("rank"))
-        .where(Batch.report.is_not(None), Batch.created_at <= now)
+        .where(Batch.report.is_not(None), Batch.created_at <= now, is_not_probe())
         .subquery()
     )
     query = (

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from sqlalchemy import ColumnElement, or_, select
 
+from jobs.core.batch_plan import PROBE
 from jobs.store.database import Database
 from jobs.store.schema import Batch, BatchRow, to_batch_row
 
@@ -26,6 +27,12 @@ def is_experiment() -> ColumnElement[bool]:
     """True for a batch a person started (not a sweep's confirmation)."""
     return or_(Batch.idempotency_key.is_(None),
                Batch.idempotency_key.not_like(f"{CONFIRM_PREFIX}%"))
+
+
+def is_not_probe() -> ColumnElement[bool]:
+    """True for a batch that ran configurations, not a queued collectives probe (whose row
+    names `probe` as its engine: `jobs.core.batch_plan.PROBE`)."""
+    return Batch.engine != PROBE
 
 
 def latest_experiment(store: Database) -> BatchRow | None:
