@@ -49,7 +49,8 @@ def _batch(router: Router) -> str:
 
 def _every_line(batch_id: str) -> list[str]:
     lines = ["run demo", f"retry {batch_id} faster", "status", f"cancel {batch_id}", "show",
-             f"show {batch_id}", "presets", "history", "digest", "compare"]
+             f"show {batch_id}", "presets", "history", "digest", "compare",
+             "probe --sizes 4K --iters 1"]
     assert {line.split()[0] for line in lines} == set(CHAT_COMMANDS) - {"help"}
     return lines
 
@@ -86,6 +87,7 @@ def test_an_admin_reads_and_cancels_but_does_not_launch(router: Router) -> None:
     assert router.handle(f"show {batch_id}", caller=ADMIN).exit_code == 0
     assert "already ended" in router.handle(f"cancel {batch_id}", caller=ADMIN).text
     assert "refused" in router.handle("run demo", caller=ADMIN).text
+    assert "refused" in router.handle("probe", caller=ADMIN).text  # it holds the GPU host too
 
 
 def test_the_console_is_the_operators(router: Router) -> None:
