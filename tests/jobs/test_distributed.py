@@ -218,6 +218,18 @@ def cli(site: Site, *args: str, broker: str | None = None,
                           timeout=timeout)
 
 
+def clis(site: Site, *commands: tuple[str, ...]) -> list[subprocess.CompletedProcess[str]]:
+    """Independent commands run at once: each spends most of its time on its own imports."""
+    procs = [subprocess.Popen([sys.executable, "-m", "bot.cli.main", *args],
+                              env=site.worker_env(), cwd=REPO, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for args in commands]
+    done = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=60)
+        done.append(subprocess.CompletedProcess(proc.args, proc.returncode, out, err))
+    return done
+
+
 @pytest.fixture
 def using(site: Site, monkeypatch: pytest.MonkeyPatch) -> Site:
     for name, value in site.env.items():
@@ -310,7 +322,7 @@ def test_cancel_stops_the_running_server_within_5_s(using: Site, main_worker: Wo
         submitted = d.submit(plan_batch("standin-slow", queue="main"), requested_by="U1")
         batch = submitted.batch.id
         collect(sub, is_phase(batch, 2, "launching"), timeout=30)
-        time.sleep(0.5)  # the slow server is loading now
+        wait_until(leftovers, timeout=10, what="the slow server loading")
         begun = time.monotonic()
         done = cli(using, "cancel", batch)  # a fresh interpreter: ~1 s of imports on 2 cores
         asked = time.monotonic()
@@ -336,8 +348,7 @@ def test_status_says_when_no_live_worker_serves_a_queue(using: Site) -> None:
     try:
         submitted = d.submit(plan_batch("standin", queue="nobody"), requested_by="U1")
         assert submitted.live_workers == 0
-        text = cli(using, "status")
-        as_json = cli(using, "status", "--format", "json")
+        text, as_json = clis(using, ("status",), ("status", "--format", "json"))
         assert "no live worker serves queue nobody" in text.stdout, text.stdout + text.stderr
         [queue] = [q for q in json.loads(as_json.stdout)["queues"] if q["queue"] == "nobody"]
         assert queue["live_workers"] == 0

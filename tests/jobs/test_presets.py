@@ -225,6 +225,9 @@ def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Standin:
     monkeypatch.setenv("STANDIN_TAG", setup.tag)
     monkeypatch.setenv("STANDIN_INFO_FILE", str(setup.info_file))
     monkeypatch.setenv("STANDIN_HEALTH_S", "0.05")
+    # a request is held for its decode time at this speed (at most 50 ms): these tests assert
+    # flags, samples and fallbacks, never the figures, so the 4 load levels need not take seconds
+    monkeypatch.setenv("STANDIN_THROUGHPUT", "1000000")
     return setup
 
 
@@ -272,7 +275,7 @@ def test_eagle3_on_0_5_23_and_8_pcie_sm120_gpus_falls_back_twice(
     standin: Standin, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STANDIN_VERSION", "0.5.23")
-    plan = dataclasses.replace(resolve(load_preset("eagle3"), reps=1),
+    plan = dataclasses.replace(resolve(load_preset("eagle3"), reps=1), warmup=False,
                                bench={"dataset-name": "random-ids", "num-prompts": 4,
                                       "random-input-len": 16, "random-output-len": 16})
     engine, rules = SGLangEngine(), load_rules()
