@@ -5,15 +5,19 @@ connections and open ones) a store call fails within the connection's timeouts i
 waiting for ever, a statement already sent is cut by the watchdog, refused it fails at once, and
 the same store works again once the proxy is restored. The worker's patient store waits a hang
 out and its write lands, and an embedded batch (real stand-in servers) completes through a hang
-and through a refusal. Skipped without PostgreSQL (unless SPECBENCH_REQUIRE_POSTGRES=1).
+and through a refusal: each of those outages lasts until the store has found the database away
+and tried again (`Restorer`), not a fixed time. Skipped without PostgreSQL (unless
+SPECBENCH_REQUIRE_POSTGRES=1).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from types import TracebackType
 
 import pytest
 from sqlalchemy import text
@@ -31,7 +35,56 @@ from tests.standin.postgres import fresh_database
 from tests.standin.tcp_proxy import TcpProxy
 
 CONNECT_S, STATEMENT_S = 2.0, 2.0
-OUTAGE_S = 12.0  # longer than a statement may take and the watchdog's cut
+RETRIED_S = 1.0  # an outage lasts this long past the store's first failed call: two tries fail
+GIVE_UP_S = 60.0  # a store that never noticed the outage: restored anyway, and the test fails
+
+
+class Restorer(logging.Handler):
+    """Restores `proxy` RETRIED_S after a batch's store logged that it found the database away
+    (jobs.store.outage's "the store is unreachable"): the outage outlasts a failed call and a
+    retry, whatever the call's timeouts, and no longer. Only warnings after `arm()` count."""
+
+    def __init__(self, proxy: TcpProxy) -> None:
+        super().__init__(logging.WARNING)
+        self.proxy = proxy
+        self.armed = threading.Event()
+        self.noticed = threading.Event()
+        self.restored = threading.Event()
+        self._once = threading.Lock()
+        self.restoring_at: float | None = None  # time.monotonic() just before the restore
+
+    def arm(self) -> None:
+        self.armed.set()
+        self._later(GIVE_UP_S)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.armed.is_set() and not self.noticed.is_set() \
+                and "the store is unreachable" in record.getMessage():
+            self.noticed.set()
+            self._later(RETRIED_S)
+
+    def _later(self, seconds: float) -> None:
+        timer = threading.Timer(seconds, self.restore)
+        timer.daemon = True
+        timer.start()
+
+    def restore(self) -> None:
+        with self._once:
+            if self.restoring_at is not None:
+                return
+            self.restoring_at = time.monotonic()
+        self.proxy.restore()
+        self.restored.set()
+
+    def __enter__(self) -> Restorer:
+        logging.getLogger("jobs.store.outage").addHandler(self)
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        logging.getLogger("jobs.store.outage").removeHandler(self)
+        self.restore()
 
 
 def test_libpq_gets_every_timeout_and_the_url_wins() -> None:
@@ -155,11 +208,14 @@ def test_the_patient_store_waits_a_hang_out_and_its_write_lands(
     patient = PatientStore.over(store)
     row, _ = patient.create_batch(batch_id="b-hang", preset="p", engine="local", queue="q",
                                   requested_by="t", plan=make_plan())
-    proxy.hang()
-    threading.Timer(12.0, proxy.restore).start()
-    began = time.monotonic()
-    assert patient.set_state(row.id, "running", host="h")
-    assert time.monotonic() - began >= 11.0, "it answered while the database hung"
+    with Restorer(proxy) as restorer:
+        proxy.hang()
+        restorer.arm()
+        assert patient.set_state(row.id, "running", host="h")
+        answered_at = time.monotonic()
+    assert restorer.noticed.is_set(), "the hang went unnoticed"
+    assert restorer.restoring_at is not None and answered_at > restorer.restoring_at, \
+        "it answered while the database hung"
     direct = Store(direct_url)
     try:
         stored = direct.get_batch(row.id)
@@ -177,7 +233,8 @@ def test_an_embedded_batch_waits_its_database_out_and_completes(
     outage: str,
 ) -> None:
     """The embedded worker (what `specbench run` and a bot without Redis use) loses its database
-    while the second configuration runs, for longer than every timeout; the batch completes."""
+    while the second configuration runs, until a store call has failed on its timeouts and been
+    tried again; the batch completes."""
     store, proxy, direct_url = proxied
     standin = make_standin(tmp_path, monkeypatch)
     plan = standin.plan(standin.config("baseline", role="baseline"),
@@ -185,32 +242,28 @@ def test_an_embedded_batch_waits_its_database_out_and_completes(
                         standin.config("third", env={"STANDIN_THROUGHPUT": "70"}))
     dispatcher = EmbeddedDispatcher(store)
     events = dispatcher.subscribe()
-    restored = threading.Event()
-
-    def restore() -> None:
-        proxy.restore()
-        restored.set()
-
     try:
-        submitted = dispatcher.submit(plan, requested_by="tester")
-        batch = submitted.batch.id
-        ended = None
-        while ended is None:
-            event = events.get(timeout=120)
-            assert event is not None, "the batch went quiet"
-            if event["type"] == "approach.phase" and event.get("approach") == "second" \
-                    and event.get("phase") == "ready" and not restored.is_set():
-                if outage == "hang":
-                    proxy.hang()
-                else:
-                    proxy.cut()
-                threading.Timer(OUTAGE_S, restore).start()
-            if event["type"] in ("batch.finished", "batch.cancelled"):
-                ended = event
+        with Restorer(proxy) as restorer:
+            submitted = dispatcher.submit(plan, requested_by="tester")
+            batch = submitted.batch.id
+            ended = None
+            while ended is None:
+                event = events.get(timeout=120)
+                assert event is not None, "the batch went quiet"
+                if event["type"] == "approach.phase" and event.get("approach") == "second" \
+                        and event.get("phase") == "ready" and not restorer.armed.is_set():
+                    if outage == "hang":
+                        proxy.hang()
+                    else:
+                        proxy.cut()
+                    restorer.arm()
+                if event["type"] in ("batch.finished", "batch.cancelled"):
+                    ended = event
+            assert restorer.noticed.is_set(), "the batch's store never met the outage"
+            assert restorer.restored.is_set(), "the batch ended before the database came back"
     finally:
         events.close()
         dispatcher.close()
-    assert restored.is_set(), "the batch ended before the database came back"
     assert ended["state"] == "done" and ended.get("report") is not None, ended
     direct = Store(direct_url)
     try:

@@ -1,12 +1,12 @@
 """A database blip on the worker (issue 10, item 3, the worker's half): PostgreSQL made unreachable
-for ~6 s through a TCP proxy the test owns, at the moment a batch ends or fails. The worker's
-store waits it out (`PatientStore`) and the batch ends recorded once the database is back,
-instead of `run_leased` raising inside its own error handler and the batch waiting for its lease.
+through a TCP proxy the test owns, at the moment a batch ends or fails, until the worker's store
+has found it away and tried again (`Restorer`). The store waits it out (`PatientStore`) and the
+batch ends recorded once the database is back, instead of `run_leased` raising inside its own
+error handler and the batch waiting for its lease.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -20,11 +20,10 @@ from jobs.broker.tasks import run_leased
 from jobs.broker.worker import PatientStore, Runtime
 from jobs.core.events import Event
 from jobs.store import Store
+from tests.jobs.test_store_timeouts import Restorer
 from tests.standin.harness import Standin, make_standin
 from tests.standin.postgres import PG_ADMIN_URL, fresh_database
 from tests.standin.tcp_proxy import TcpProxy
-
-OUTAGE_S = 6.0
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
 
@@ -45,27 +44,22 @@ def proxy() -> Iterator[TcpProxy]:
 
 @dataclass
 class Outage:
-    """Cuts the proxy when `trigger` matches an event, restores it OUTAGE_S later."""
+    """Cuts the proxy when `trigger` matches an event; `restorer` brings it back."""
 
-    proxy: TcpProxy
+    restorer: Restorer
     trigger: Any
     fail_with: Exception | None = None
     events: list[Event] = field(default_factory=list)
     cut_at: float | None = None
-    restored: threading.Event = field(default_factory=threading.Event)
 
     def emit(self, event: Event) -> None:
         self.events.append(event)
         if self.cut_at is None and self.trigger(event):
             self.cut_at = time.monotonic()
-            self.proxy.cut()
-            threading.Timer(OUTAGE_S, self._restore).start()
+            self.restorer.proxy.cut()
+            self.restorer.arm()
             if self.fail_with is not None:
                 raise self.fail_with
-
-    def _restore(self) -> None:
-        self.proxy.restore()
-        self.restored.set()
 
 
 @dataclass
@@ -106,13 +100,16 @@ def _is(kind: str, **fields: Any) -> Any:
 def test_a_batch_that_ends_while_the_database_is_away_ends_recorded(
     standin: Standin, database: str, proxy: TcpProxy
 ) -> None:
-    outage = Outage(proxy, _is("approach.phase", index=2, phase="stopping"))
-    rt, batch, direct = _setup(standin, database, proxy, outage)
-    result = run_leased(rt, batch)
-    ended = time.monotonic()
-    assert outage.cut_at is not None and outage.restored.is_set()
+    with Restorer(proxy) as restorer:
+        outage = Outage(restorer, _is("approach.phase", index=2, phase="stopping"))
+        rt, batch, direct = _setup(standin, database, proxy, outage)
+        result = run_leased(rt, batch)
+        ended = time.monotonic()
+        assert outage.cut_at is not None and restorer.restored.is_set()
     assert result == "ran"
-    assert ended - outage.cut_at >= OUTAGE_S - 0.5, "the database was away: it must have waited"
+    assert restorer.noticed.is_set(), "the worker's store never met the outage"
+    assert restorer.restoring_at is not None and ended > restorer.restoring_at, \
+        "the database was away: it must have waited"
     row = direct.get_batch(batch)
     assert row is not None and row.state == "done" and row.report is not None
     assert (row.lease_owner, row.lease_expires_at) == (None, None)
@@ -126,12 +123,16 @@ def test_a_batch_that_ends_while_the_database_is_away_ends_recorded(
 def test_a_batch_that_fails_while_the_database_is_away_ends_recorded_failed(
     standin: Standin, database: str, proxy: TcpProxy
 ) -> None:
-    outage = Outage(proxy, _is("approach.phase", index=2, phase="ready"),
-                    fail_with=RuntimeError("the sink broke"))
-    rt, batch, direct = _setup(standin, database, proxy, outage)
-    result = run_leased(rt, batch)
-    assert outage.restored.is_set()
+    with Restorer(proxy) as restorer:
+        outage = Outage(restorer, _is("approach.phase", index=2, phase="ready"),
+                        fail_with=RuntimeError("the sink broke"))
+        rt, batch, direct = _setup(standin, database, proxy, outage)
+        result = run_leased(rt, batch)
+        ended = time.monotonic()
+        assert restorer.restored.is_set()
     assert result == "failed"
+    assert restorer.noticed.is_set(), "the worker's store never met the outage"
+    assert restorer.restoring_at is not None and ended > restorer.restoring_at
     row = direct.get_batch(batch)
     assert row is not None and row.state == "failed" and row.error == "the sink broke"
     assert (row.lease_owner, row.lease_expires_at) == (None, None)
