@@ -60,7 +60,8 @@ def test_a_digest_command_replayed_after_a_restart_posts_once(site: Site) -> Non
     bots: list[Bot] = []
     try:
         first = Bot(site, standin)
-        bots.append(first)
+        second = Bot(site, standin, held=True)  # importing while the first answers
+        bots += [first, second]
         body = digest_body("tr-digest-1")
         send(first, body)
         standin.wait_for(lambda cs: bool(digests(standin)), timeout=30)
@@ -68,8 +69,7 @@ def test_a_digest_command_replayed_after_a_restart_posts_once(site: Site) -> Non
         wait_until(lambda: store.slack_parts(f"request:{key}").get("reply"), timeout=10,
                    what="the answer recorded")
         first.kill9()
-        second = Bot(site, standin)
-        bots.append(second)
+        second.start()
         send(second, body, retry=1)  # Slack's retry of the same request, to the new bot
         send(second, body, retry=2)
         send(second, digest_body("tr-digest-2"))  # a new request is answered

@@ -64,10 +64,20 @@ def site(tmp_path: Path) -> Iterator[Site]:
     next(gen, None)
 
 
-class Bot:
-    """A `specbench bot --http PORT` process against the stand-in."""
+# Bolt, uvicorn, SQLAlchemy and redis take seconds of CPU to import: a bot is
+# spawned with them imported and waits on stdin for its start, so that a test spawns a successor
+# early (`held`) and starts it the moment it is due. The rest is `specbench bot --http PORT`.
+WARM = ("import sys; import bot.cli.commands, bot.slack.app, bot.slack.http, bot.slack.linger, "
+        "bot.thread.durable_feed, jobs.batches.dispatch, jobs.broker.dispatcher, "
+        "jobs.ops.health, jobs.ops.logs, uvicorn; "
+        "sys.stdin.readline() or sys.exit(0); "
+        "from bot.cli.main import main; sys.exit(main())")
 
-    def __init__(self, site: Site, standin: SlackStandin) -> None:
+
+class Bot:
+    """A `specbench bot --http PORT` process against the stand-in; `held`, it waits for start()."""
+
+    def __init__(self, site: Site, standin: SlackStandin, *, held: bool = False) -> None:
         self.site = site
         self.port = free_port()
         self.log = site.root / f"bot-{time.monotonic_ns()}.log"
@@ -76,11 +86,19 @@ class Bot:
         env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET,
                    SLACK_API_URL=standin.url)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "bot.cli.main", "bot", "--http", str(self.port)],
+            [sys.executable, "-c", WARM, "bot", "--http", str(self.port)], stdin=subprocess.PIPE,
             env=env, cwd=REPO, stdout=self._out, stderr=subprocess.STDOUT,
         )
         self.client = httpx.Client(timeout=10)
+        if not held:
+            self.start()
+
+    def start(self) -> Bot:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"start\n")
+        self.proc.stdin.close()
         wait_until(self._healthy, timeout=30, what="the bot to answer /healthz", alive=self.proc)
+        return self
 
     @property
     def consumer(self) -> str:
@@ -121,6 +139,8 @@ class Bot:
         self._close()
 
     def _close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
         self.client.close()
         self._out.close()
 
@@ -163,12 +183,11 @@ def test_a_bot_killed_mid_batch_is_succeeded_by_one_that_posts_the_summary_once(
     site: Site,
 ) -> None:
     standin = SlackStandin().start()
+    bots: list[Bot] = [Bot(site, standin, held=True)]  # importing while the worker starts
     worker = Worker(site, "botq")
     store = Store(site.database)
-    bots: list[Bot] = []
     try:
-        first = Bot(site, standin)
-        bots.append(first)
+        first = bots[0].start()
         assert first.command("run standin-bot").status_code == 200
         # the parent, the progress message in its thread, and a first edit of either
         standin.wait_for(lambda cs: len([c for c in cs if c.method == "chat.postMessage"]) >= 2
@@ -178,11 +197,14 @@ def test_a_bot_killed_mid_batch_is_succeeded_by_one_that_posts_the_summary_once(
         first.kill9()
         before = counts(standin)
         assert before["summaries"] == 0 and before["parents"] == 1
+        second = Bot(site, standin, held=True)  # not a bot until started
+        bots.append(second)
         wait_until(lambda: (r := store.get_batch(row.id)) is not None and r.state == "done",
                    timeout=60, what="the batch to finish while no bot is up")
 
-        second = Bot(site, standin)
-        bots.append(second)
+        second.start()
+        third = Bot(site, standin, held=True)
+        bots.append(third)
         standin.wait_for(
             lambda cs: bool(summaries(cs))
             and any(c.method == "files.completeUploadExternal" for c in cs)
@@ -200,8 +222,7 @@ def test_a_bot_killed_mid_batch_is_succeeded_by_one_that_posts_the_summary_once(
         assert "bot starting" in second.output()
         settled = counts(standin)
 
-        third = Bot(site, standin)  # a second restart finds nothing left to post
-        bots.append(third)
+        third.start()  # a second restart finds nothing left to post
         time.sleep(3)
         third.stop()
         assert counts(standin) == settled

@@ -96,16 +96,17 @@ def check_once(standin: SlackStandin, store: Store, batch: str) -> None:
     assert all(p.is_done for p in store.slack_parts(batch).values())
 
 
-def start(site: Site, standin: SlackStandin, bots: list[Bot]) -> Bot:
-    bot = Bot(site, standin)
+def spare(site: Site, standin: SlackStandin, bots: list[Bot]) -> Bot:
+    """A bot process importing while the test waits; a bot once started."""
+    bot = Bot(site, standin, held=True)
     bots.append(bot)
     return bot
 
 
-def settle(site: Site, standin: SlackStandin, bots: list[Bot]) -> None:
+def settle(standin: SlackStandin, last: Bot) -> None:
     """Yet another restart finds nothing left to post."""
     before = len(standin.recorded(status=None))
-    last = start(site, standin, bots)
+    last.start()
     time.sleep(3)
     last.stop()
     after = standin.recorded(status=None)[before:]
@@ -115,12 +116,14 @@ def settle(site: Site, standin: SlackStandin, bots: list[Bot]) -> None:
 @pytest.mark.timeout(180)
 def test_a_failed_upload_is_retried_and_a_restart_posts_no_second_summary(site: Site) -> None:
     standin = SlackStandin().start()
+    bots: list[Bot] = []
+    first = spare(site, standin, bots)
     worker = Worker(site, "onceq")
     store = Store(site.database)
-    bots: list[Bot] = []
     try:
         standin.fail(COMPLETE, times=None)  # every upload fails until the bot is gone
-        first = start(site, standin, bots)
+        first.start()
+        second = spare(site, standin, bots)
         assert first.command("run standin-once").status_code == 200
         failed = lambda cs: [c for c in cs if c.method == COMPLETE and not c.answer.get("ok")]  # noqa: E731
         standin.wait_for(lambda cs: len(failed(cs)) >= 2, timeout=90)  # retried, not given up
@@ -128,7 +131,8 @@ def test_a_failed_upload_is_retried_and_a_restart_posts_no_second_summary(site: 
         assert len(summaries(standin.recorded())) == 1
         first.kill9()
         standin.fail(COMPLETE, times=1)  # and the successor's first try fails once more
-        second = start(site, standin, bots)
+        second.start()
+        last = spare(site, standin, bots)
         began = time.monotonic()
         standin.wait_for(is_finished, timeout=60)
         assert time.monotonic() - began < FINISH_S
@@ -136,7 +140,7 @@ def test_a_failed_upload_is_retried_and_a_restart_posts_no_second_summary(site: 
                    and p.summary_posted_at is not None, timeout=15, what="the posted mark")
         assert len(failed(standin.recorded())) >= 3
         second.stop()
-        settle(site, standin, bots)
+        settle(standin, last)
         check_once(standin, store, row.id)
     finally:
         for bot in bots:
@@ -153,19 +157,22 @@ def is_summary(method: str, body: dict[str, Any]) -> bool:
 @pytest.mark.timeout(180)
 def test_a_bot_killed_as_its_summary_is_sent_is_succeeded_at_once(site: Site) -> None:
     standin = SlackStandin().start()
+    bots: list[Bot] = []
+    first = spare(site, standin, bots)
     worker = Worker(site, "onceq")
     store = Store(site.database)
-    bots: list[Bot] = []
     try:
         standin.hold(is_summary)  # Slack posts it; the bot never hears back
-        first = start(site, standin, bots)
+        first.start()
+        second = spare(site, standin, bots)
         assert first.command("run standin-once").status_code == 200
         standin.wait_for(lambda cs: bool(summaries(cs)), timeout=90)
         [row] = store.list_batches()
         first.kill9()
         standin.release()
         assert store.slack_parts(row.id)["summary"].state == "pending"
-        second = start(site, standin, bots)
+        second.start()
+        last = spare(site, standin, bots)
         began = time.monotonic()
         standin.wait_for(is_finished, timeout=60)
         assert time.monotonic() - began < FINISH_S
@@ -176,7 +183,7 @@ def test_a_bot_killed_as_its_summary_is_sent_is_succeeded_at_once(site: Site) ->
         (summary,) = summaries(standin.recorded())
         assert store.slack_parts(row.id)["summary"].ref == summary.answer["ts"]
         second.stop()
-        settle(site, standin, bots)
+        settle(standin, last)
         check_once(standin, store, row.id)
     finally:
         for bot in bots:
