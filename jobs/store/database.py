@@ -15,8 +15,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from alembic import command
-from alembic.config import Config
 from sqlalchemy import CursorResult, Result, create_engine, event, func, text, update
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.dialects.postgresql import JSONB
@@ -54,7 +52,15 @@ class Database:
         self._engine.dispose()
 
     def migrate(self) -> None:
-        """`alembic upgrade head`, idempotent; concurrent callers queue on a lock, then no-op."""
+        """`alembic upgrade head`, idempotent; concurrent callers queue on a lock, then no-op.
+        A database already at the head is read as such without Alembic, whose import is most
+        of a command's start (`is_at_head`)."""
+        if self.is_at_head():
+            self._migrated = True
+            return
+        from alembic import command
+        from alembic.config import Config
+
         config = Config()
         config.set_main_option("script_location", str(_MIGRATIONS))
         for attempt in (1, 2):
@@ -68,6 +74,16 @@ class Database:
                 if attempt == 2:  # a lost "already exists" race succeeds on the retry
                     raise
         self._migrated = True
+
+    def is_at_head(self) -> bool:
+        """Whether the schema's recorded revision is the newest migration's (`head_revision`);
+        False when there is no schema yet, or the database cannot say."""
+        try:
+            with self._engine.connect() as connection:
+                found = connection.execute(text("SELECT version_num FROM alembic_version")).all()
+        except (OperationalError, ProgrammingError):
+            return False  # no alembic_version table yet: a new database
+        return [row[0] for row in found] == [head_revision()]
 
     def _update(self, batch_id: str, **values: Any) -> bool:
         """Set columns of one batch; False when there is no such batch."""
@@ -136,6 +152,12 @@ def _on_sqlite_begin(connection: Connection) -> None:
     # Writers take the lock up front: a deferred transaction upgraded later can fail at once.
     immediate = connection.get_execution_options().get(_IMMEDIATE)
     connection.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+def head_revision() -> str:
+    """The newest migration's revision: the versions form one chain, each file named after its
+    revision (`0008_engine_stack_keys.py` is "0008"; a test holds this to Alembic's own head)."""
+    return max(p.name.split("_", 1)[0] for p in (_MIGRATIONS / "versions").glob("[0-9]*_*.py"))
 
 
 def _lock_for_migration(connection: Connection) -> None:

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -18,10 +21,13 @@ from sqlalchemy.exc import IntegrityError
 
 from jobs.core.records import RunRecord, to_record
 from jobs.store import Store, UnknownBatch
+from jobs.store.database import head_revision
 from jobs.store.schema import Base
 from tests.conftest import make_plan
 from tests.standin.postgres import PG_ADMIN_URL as PG_ADMIN_URL
 from tests.standin.postgres import fresh_database
+
+REPO = Path(__file__).resolve().parents[2]
 
 T = TypeVar("T")
 
@@ -113,6 +119,26 @@ def test_migrations_run_from_empty_and_are_idempotent(url: str) -> None:
             assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
     finally:
         engine.dispose()
+
+
+def test_a_store_at_the_head_starts_without_alembic(url: str) -> None:
+    """The head read from the versions' names is Alembic's own, and a database already there is
+    known to be so without importing Alembic (most of a command's start)."""
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    config = Config()
+    config.set_main_option("script_location", str(REPO / "jobs" / "store" / "migrations"))
+    assert head_revision() == ScriptDirectory.from_config(config).get_current_head()
+    with Store(url) as store:
+        assert not store.is_at_head()  # nothing there yet
+        store.migrate()
+        assert store.is_at_head()
+    code = ("import sys; from jobs.store import Store; s = Store(sys.argv[1]); s.list_batches(); "
+            "print(any(m.startswith('alembic') for m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code, url], cwd=REPO, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.stdout.strip() == "False", done.stderr
 
 
 def test_concurrent_first_use_migrates_once(url: str) -> None:
