@@ -141,6 +141,7 @@ engine: sglang
 metric: output_throughput
 min_effect_pct: 2.0
 reps: 1
+warmup: false
 timeouts: {{startup_s: 60, bench_s: 20}}
 bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
         random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}}

@@ -39,9 +39,11 @@ from jobs.search import propose
 from jobs.search.propose import EXCESS_ATTR, study_of
 from jobs.store import Store
 from tests.conftest import REPO, make_record
+from tests.jobs.test_search import one_torch_thread  # noqa: F401 - the search's fixture
 from tests.standin.harness import SERVER_ARGS, STANDIN, TINY_BENCH
 
 pytest.importorskip("optuna")
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 GRAPH = [64, 96, 128, 160, 192, 256, 384, 512]
 MEM = [0.75, 0.8, 0.85, 0.88, 0.9]
@@ -364,7 +366,7 @@ def test_through_the_cli_the_fastest_point_breaks_the_slo_and_is_not_the_winner(
     at both levels; the winner is the best point within it, confirmed at both rates."""
     config = tmp_path / "config"
     shutil.copytree(REPO / "config", config)
-    bench = {k: v for k, v in TINY_BENCH.items() if k != "max-concurrency"} | {"num-prompts": 4}
+    bench = {k: v for k, v in TINY_BENCH.items() if k != "max-concurrency"}
     (config / "presets" / "slo-sweep.yaml").write_text(yaml.safe_dump({
         "name": "slo-sweep", "description": "the fastest point breaks the TTFT limit",
         "engine": "sglang", "metric": "output_throughput", "min_effect_pct": 2.0, "reps": 1,

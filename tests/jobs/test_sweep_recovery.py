@@ -35,13 +35,14 @@ queue: sweepq
 metric: output_throughput
 min_effect_pct: 2.0
 reps: 1
+warmup: false
 timeouts: {{startup_s: 60, bench_s: 20}}
 bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
         random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}}
 baseline:
   server_args: {{model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
                 cuda-graph-max-bs: 8}}
-  env: {{STANDIN_STARTUP_S: "1.0", STANDIN_TAG: "{TAG}", STANDIN_THROUGHPUT: "80"}}
+  env: {{STANDIN_STARTUP_S: "0.3", STANDIN_TAG: "{TAG}", STANDIN_THROUGHPUT: "80"}}
 approaches: []
 sweep:
   name: tp
@@ -49,7 +50,7 @@ sweep:
     STANDIN_THROUGHPUT: [60, 70, 85, 95, 110, 100]
   search: adaptive
   budget: 4
-  confirm_reps: 2
+  confirm_reps: 1
 """
 
 
@@ -57,6 +58,8 @@ sweep:
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
     gen = redis_db()
     site = make_site(tmp_path, next(gen), {"standin-sweep": PRESET})
+    # The successor's Gaussian-process proposal: one torch thread on the suite's loaded cores.
+    site.env["OMP_NUM_THREADS"] = "1"
     for name, value in site.env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("SPECBENCH_BROKER_URL", site.broker)
