@@ -26,8 +26,8 @@ from tests.standin.harness import SERVER_ARGS, STANDIN, TINY_BENCH
 
 PRESET = {
     "name": "standin-life", "description": "A batch to stop half way",
-    "engine": "sglang", "metric": "output_throughput", "min_effect_pct": 2.0, "reps": 2,
-    "timeouts": {"startup_s": 20, "bench_s": 120}, "bench": TINY_BENCH,
+    "engine": "sglang", "metric": "output_throughput", "min_effect_pct": 2.0, "reps": 1,
+    "warmup": False, "timeouts": {"startup_s": 20, "bench_s": 120}, "bench": TINY_BENCH,
     "overridable": [],
     "baseline": {"server_args": SERVER_ARGS, "env": {"STANDIN_THROUGHPUT": "80"}},
     "approaches": [
@@ -54,7 +54,8 @@ def env(tmp_path: Path) -> dict[str, str]:
         SPECBENCH_SGLANG_PYTHON=sys.executable, SPECBENCH_CONFIG_DIR=str(config),
         SPECBENCH_DATA_DIR=str(tmp_path / "data"),
         STANDIN_TAG=f"{tmp_path.name}-{uuid.uuid4().hex[:8]}",  # unique across xdist workers
-        USER="tester",
+        # servers ready at once: the tests stop a batch, they do not time its start
+        STANDIN_STARTUP_S="0.05", STANDIN_HEALTH_S="0.02", USER="tester",
     )
     return clean
 
@@ -93,6 +94,15 @@ def specbench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
                           capture_output=True, text=True, timeout=120)
 
 
+def specbench_all(env: dict[str, str], *commands: list[str]) -> list[tuple[int, str, str]]:
+    """Several commands that only read, at once: (exit code, stdout, stderr) of each."""
+    results = []
+    for proc in [start(env, *args) for args in commands]:
+        out, err = proc.communicate(timeout=120)
+        results.append((proc.returncode, out, err))
+    return results
+
+
 def start(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "bot.cli.main", *args], cwd=REPO, env=env,
                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -114,7 +124,7 @@ def wait_for_the_hanging_server(env: dict[str, str], proc: subprocess.Popen[str]
         groups = groups_of(env["STANDIN_TAG"])
         if done >= 2 and len(groups) >= 2:  # the server and its hanging benchmark
             return groups
-        time.sleep(0.2)
+        time.sleep(0.1)
     raise AssertionError("the hanging configuration never started")
 
 
@@ -180,10 +190,11 @@ def test_a_run_killed_with_9_is_ended_by_the_next_command_that_reads_its_batch(
         ended = store.get_batch(batch.id)
         assert ended is not None and ended.state == "failed" and why in (ended.error or "")
 
-    shown = specbench(env, "show")  # it ended with a report: show never fails on it
-    assert shown.returncode == 0, shown.stderr
-    assert f"Ended failed: {why}" in shown.stdout
-    digest = json.loads(specbench(env, "digest", "--format", "json").stdout)
+    # it ended with a report: show never fails on it
+    shown, digested = specbench_all(env, ["show"], ["digest", "--format", "json"])
+    assert shown[0] == 0, shown[2]
+    assert f"Ended failed: {why}" in shown[1]
+    digest = json.loads(digested[1])
     assert [b["state"] for b in digest["batches"]] == ["failed"]
     assert "running" not in digest["counts"]
 

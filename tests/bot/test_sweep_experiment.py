@@ -24,7 +24,7 @@ NOTHING_BETTER = "found nothing better than the approach it started from"
 PRESET = {
     "name": "standin-parent", "description": "A sweep that starts from a better approach",
     "engine": "sglang", "metric": "output_throughput", "min_effect_pct": 2.0, "reps": 1,
-    "timeouts": {"startup_s": 20, "bench_s": 20}, "bench": TINY_BENCH,
+    "warmup": False, "timeouts": {"startup_s": 20, "bench_s": 20}, "bench": TINY_BENCH,
     "baseline": {"server_args": SERVER_ARGS,
                  "env": {"STANDIN_THROUGHPUT": "82.0", "STANDIN_STARTUP_S": "0.1"}},
     "approaches": [{"name": "fast", "hypothesis": "A fast parent",
@@ -37,6 +37,12 @@ WINNER = "tp@STANDIN_THROUGHPUT=110"
 
 def specbench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The real `specbench` with the stand-in SGLang and a config dir holding PRESET."""
+    (result,) = specbench_all(tmp_path, list(args))
+    return result
+
+
+def specbench_all(tmp_path: Path, *commands: list[str]) -> list[subprocess.CompletedProcess[str]]:
+    """Several `specbench` commands at once (for those that only read)."""
     config = tmp_path / "config"
     if not config.exists():
         shutil.copytree(REPO / "config", config)
@@ -44,9 +50,16 @@ def specbench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STANDIN_", "SPECBENCH_"))}
     env.update(PYTHONPATH=os.pathsep.join([str(STANDIN), str(REPO)]),
                SPECBENCH_SGLANG_PYTHON=sys.executable, SPECBENCH_CONFIG_DIR=str(config),
-               SPECBENCH_DATA_DIR=str(tmp_path / "data"), USER="tester")
-    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args], capture_output=True,
-                          text=True, env=env, timeout=120, cwd=REPO)
+               SPECBENCH_DATA_DIR=str(tmp_path / "data"), USER="tester",
+               STANDIN_HEALTH_S="0.02")  # servers ready at once: no test here times a start
+    procs = [(args, subprocess.Popen([sys.executable, "-m", "bot.cli.main", *args], text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                                     cwd=REPO)) for args in commands]
+    results = []
+    for args, proc in procs:
+        out, err = proc.communicate(timeout=120)
+        results.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
+    return results
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:
@@ -60,13 +73,14 @@ def as_json(result: subprocess.CompletedProcess[str]) -> Any:
 
 @pytest.fixture(scope="module")
 def two_sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Two runs of the sweep through the CLI, and what `show` says of each."""
+    """Two runs of the sweep through the CLI, and what `show` says of the latest."""
     tmp = tmp_path_factory.mktemp("sweeps")
     first = specbench(tmp, "run", "standin-parent")
     second = specbench(tmp, "run", "standin-parent", "--format", "json")
-    latest = as_json(specbench(tmp, "show", "--format", "json"))
-    return {"tmp": tmp, "first": first, "second": second, "latest": latest,
-            "second_report": as_json(second)}
+    latest, slack = specbench_all(tmp, ["show", "--format", "json"],
+                                  ["show", "--format", "slack"])
+    return {"tmp": tmp, "first": first, "second": second, "latest": as_json(latest),
+            "slack": ok(slack), "second_report": as_json(second)}
 
 
 def test_the_cli_prints_the_confirmation_while_it_runs(two_sweeps: dict[str, Any]) -> None:
@@ -95,8 +109,7 @@ def test_a_sweep_that_loses_to_its_parent_says_so_in_every_format(
     assert {k: best["vs_parent"][k] for k in ("approach", "delta_pct", "better")} == {
         "approach": "fast", "delta_pct": -26.7, "better": False}
     assert NOTHING_BETTER in best["vs_parent"]["why"]
-    slack = ok(specbench(two_sweeps["tmp"], "show", "--format", "slack"))
-    assert NOTHING_BETTER in slack
+    assert NOTHING_BETTER in two_sweeps["slack"]
 
 
 def test_show_is_the_sweep_and_the_confirmation_names_it(two_sweeps: dict[str, Any]) -> None:
@@ -104,10 +117,12 @@ def test_show_is_the_sweep_and_the_confirmation_names_it(two_sweeps: dict[str, A
     assert latest["batch"] == report["batch"]  # the batch the person started, not its confirmation
     confirmation = latest["sweep"]["confirmation"]
     assert confirmation["verdict"] == "improved" and confirmation["approach"] == WINNER
-    shown = as_json(specbench(two_sweeps["tmp"], "show", confirmation["batch"], "--format",
-                              "json"))
+    as_data, as_text = specbench_all(two_sweeps["tmp"],
+                                     ["show", confirmation["batch"], "--format", "json"],
+                                     ["show", confirmation["batch"]])
+    shown = as_json(as_data)
     assert shown["confirms"] == report["batch"] and "confirms" not in latest
-    text = ok(specbench(two_sweeps["tmp"], "show", confirmation["batch"]))
+    text = ok(as_text)
     assert f"Confirmation of sweep batch {report['batch']}" in text.splitlines()[1]
 
 
@@ -117,18 +132,21 @@ def test_compare_history_and_the_digest_count_the_experiment_once(
     tmp = two_sweeps["tmp"]
     first = ok(two_sweeps["first"]).split(" · batch ")[1].split(":")[0]
     second = two_sweeps["second_report"]["batch"]
-    compared = as_json(specbench(tmp, "compare", "--format", "json"))
+    confirm = two_sweeps["second_report"]["sweep"]["confirmation"]["batch"]
+    by_default, by_confirmation, in_console, digested = specbench_all(
+        tmp, ["compare", "--format", "json"], ["compare", confirm, "--format", "json"],
+        ["console", "-c", "history"], ["digest", "--format", "json"])
+    compared = as_json(by_default)
     assert (compared["a"]["batch"], compared["b"]["batch"]) == (first, second)
     # a confirmation named alone is compared with what came before its sweep
-    confirm = two_sweeps["second_report"]["sweep"]["confirmation"]["batch"]
-    compared = as_json(specbench(tmp, "compare", confirm, "--format", "json"))
+    compared = as_json(by_confirmation)
     assert (compared["a"]["batch"], compared["b"]["batch"]) == (first, confirm)
-    history = ok(specbench(tmp, "console", "-c", "history"))
+    history = ok(in_console)
     lines = [line for line in history.splitlines() if " standin-parent by tester" in line]
     assert [line.split()[0] for line in lines] == [second, first]
     assert all("sweep tp confirmed +34.1% in b-" in line and "nothing better than fast" in line
                for line in lines), history
-    digest = as_json(specbench(tmp, "digest", "--format", "json"))
+    digest = as_json(digested)
     assert [b["batch"] for b in digest["batches"]] == [first, second]
     assert digest["counts"] == {"done": 2}
     assert all(b["confirmation"] for b in digest["batches"])

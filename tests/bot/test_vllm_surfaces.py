@@ -86,13 +86,28 @@ def environment(site: Path, **extra: str) -> dict[str, str]:
     env.update({"PYTHONPATH": os.pathsep.join([str(STANDIN), str(REPO)]),
                 "SPECBENCH_VLLM_PYTHON": sys.executable, "SPECBENCH_SGLANG_PYTHON": sys.executable,
                 "SPECBENCH_CONFIG_DIR": str(site / "config"),
-                "SPECBENCH_DATA_DIR": str(site / "data"), "USER": "tester", **extra})
+                "SPECBENCH_DATA_DIR": str(site / "data"), "USER": "tester",
+                "STANDIN_HEALTH_S": "0.02",  # SGLang's servers ready at once: nothing here times it
+                **extra})
     return env
 
 
 def specbench(site: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args], capture_output=True,
-                          text=True, env=environment(site, **extra), timeout=120, cwd=REPO)
+    (result,) = specbench_all(site, list(args), **extra)
+    return result
+
+
+def specbench_all(site: Path, *commands: list[str],
+                  **extra: str) -> list[subprocess.CompletedProcess[str]]:
+    """Several `specbench` commands at once (for those that do not depend on each other)."""
+    procs = [(args, subprocess.Popen([sys.executable, "-m", "bot.cli.main", *args], text=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO,
+                                     env=environment(site, **extra))) for args in commands]
+    results = []
+    for args, proc in procs:
+        out, err = proc.communicate(timeout=120)
+        results.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
+    return results
 
 
 def by_approach(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -122,12 +137,12 @@ def test_a_vllm_batch_through_the_cli_and_compare_names_the_engine(site: Path) -
     assert "old-block-manager: preflight failed" in done.stderr  # never started
     twin = specbench(site, "run", "stwin", "--format", "json")
     assert twin.returncode == 0, twin.stderr
-    compared = specbench(site, "compare", json.loads(twin.stdout)["batch"], report["batch"],
-                         "--format", "json")
+    batches = [json.loads(twin.stdout)["batch"], report["batch"]]
+    compared, text = specbench_all(site, ["compare", *batches, "--format", "json"],
+                                   ["compare", *batches])
     assert compared.returncode == 0, compared.stderr
     changes = {c["key"]: (c["a"], c["b"]) for c in json.loads(compared.stdout)["fingerprint"]}
     assert changes["engine"] == ("sglang", "vllm")
-    text = specbench(site, "compare", json.loads(twin.stdout)["batch"], report["batch"])
     assert "engine" in text.stdout and "sglang" in text.stdout and "vllm" in text.stdout
 
 
