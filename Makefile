@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml scripts/install.sh
 # each compiles them again: `import torch, transformers, optuna, celery, sqlalchemy` took 9.6 s
 # without and 3.9 s with it. Compiled once after each install, before the first test.
 $(COMPILED): $(STAMP)
-	$(PY) -m compileall -q -j 0 $(VENV)/lib >/dev/null || true
+	$(PY) -m compileall -q -j 0 $(VENV)/lib jobs bot tests >/dev/null || true
 	touch $(COMPILED)
 
 demo: install
