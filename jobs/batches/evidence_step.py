@@ -3,9 +3,11 @@ why"): with `evidence: [collectives]`, one collectives probe per distinct (world
 among the batch's configurations, at the message sizes their verify steps send; each record
 then carries its `evidence` (`jobs.evidence.plan_evidence`).
 
-A sweep's point is looked at when it is about to run: a group no configuration before it needed
-is probed then. A probe that fails or hangs (stopped at its own timeout) is a reason in the
-records of its group, never a failed batch; every probe's seconds are kept for `make bench`.
+A sweep's points are probed with the configurations while they are few (`ahead`: each size
+costs milliseconds, each probe a start of torch in every rank); in a larger sweep a point is
+looked at when it is about to run, and a group or size nothing before it needed is probed then.
+A probe that fails or hangs (stopped at its own timeout) is a reason in the records of its group,
+never a failed batch; every probe's seconds are kept for `make bench`.
 """
 
 from __future__ import annotations
@@ -20,9 +22,15 @@ from jobs.core.plans import BatchPlan
 from jobs.evidence.plan_evidence import Group, Need, groups, need_of, record_evidence
 
 PROBE_TIMEOUT_S = 120.0
+AHEAD_POINTS = 512  # a sweep of at most this many points has all its points probed up front
 # (world, env, sizes, timeout) -> SPEC.md's probe JSON; raises with a one-line reason
 Prober = Callable[[int, Mapping[str, str], Sequence[int], float], dict[str, Any]]
 Phase = Callable[[str, dict[str, Any]], None]
+
+
+def ahead(plan: BatchPlan, configs: Sequence[RunConfig]) -> list[RunConfig]:
+    """What to probe before the servers: `configs`, and a sweep's points while they are few."""
+    return [*configs, *(plan.points if len(plan.points) <= AHEAD_POINTS else ())]
 
 
 class Evidence:

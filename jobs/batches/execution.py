@@ -16,7 +16,7 @@ from typing import Any, overload
 
 from jobs import settings
 from jobs.batches import remembering, sweeping
-from jobs.batches.evidence_step import Evidence
+from jobs.batches.evidence_step import Evidence, ahead
 from jobs.batches.planning import new_batch_id
 from jobs.batches.probing import execute_probe
 from jobs.batches.run_events import emit_finished, phase_emitter
@@ -90,11 +90,13 @@ def execute_batch(
     should_stop: Callable[[], bool] | None = None,
     engine: Engine | None = None,
     inline: bool = False,
+    evidence: Evidence | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) a stored batch to its end; returns the report.
 
     A sweep's confirmation batch is run by its sweep batch (`inline`), on the same worker, right
-    after the sweep; taken up on its own (a recovery sweep) it is left for the sweep to resume."""
+    after the sweep; taken up on its own (a recovery sweep) it is left for the sweep to resume.
+    `evidence`: the sweep's, whose probes the confirmation's configurations need again."""
     row = _row(store, batch_id)
     plan = row.plan
     sink = MaskedSink(sink, secrets=plan_secrets(plan))  # SPEC.md: events keep references
@@ -104,10 +106,12 @@ def execute_batch(
         return execute_probe(row, store=store, sink=sink,
                              should_stop=_CancelWatch(store, batch_id, should_stop))
     if engine is not None:
-        return _execute(row, store=store, sink=sink, should_stop=should_stop, engine=engine)
+        return _execute(row, store=store, sink=sink, should_stop=should_stop, engine=engine,
+                        shared=evidence)
     made = get_engine(plan.engine)  # made here, so closed here (a warm helper process goes)
     try:
-        return _execute(row, store=store, sink=sink, should_stop=should_stop, engine=made)
+        return _execute(row, store=store, sink=sink, should_stop=should_stop, engine=made,
+                        shared=evidence)
     finally:
         close = getattr(made, "close", None)
         if callable(close):
@@ -115,7 +119,8 @@ def execute_batch(
 
 
 def _execute(row: BatchRow, *, store: Store, sink: EventSink,
-             should_stop: Callable[[], bool] | None, engine: Engine) -> dict[str, Any]:
+             should_stop: Callable[[], bool] | None, engine: Engine,
+             shared: Evidence | None = None) -> dict[str, Any]:
     """`execute_batch` once its row is read, its sink masked and its engine chosen."""
     batch_id, plan = row.id, row.plan
     cancel = _CancelWatch(store, batch_id, should_stop)
@@ -183,9 +188,9 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
 
     pending = [(i, c) for i, c in enumerate(plan.configs) if c.approach not in done]
     first = pending[0] if pending else (0, plan.baseline)  # the probe shows as its phase
-    evidence = Evidence(plan, probe=measure,
-                        on_phase=phase_emitter(sink, batch_id, first[1].approach, first[0], of))
-    evidence.prepare([c for _, c in pending])  # before the servers
+    evidence = shared or Evidence(plan, probe=measure, on_phase=phase_emitter(
+        sink, batch_id, first[1].approach, first[0], of))
+    evidence.prepare(ahead(plan, [c for _, c in pending]))  # before the servers
     for index, config in pending:
         run(config, index)
     points = sweeping.Points.of(plan, store.records(batch_id) if plan.sweep else [])
@@ -200,6 +205,7 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
             plan, row, point, store=store, new_id=new_batch_id,
             execute=lambda confirm_id: execute_batch(
                 confirm_id, store=store, should_stop=should_stop, engine=engine, inline=True,
+                evidence=evidence,
                 sink=sweeping.ConfirmationRelay(sink, sweep_batch=batch_id)),
         )
         report = sweeping.add_sweep(report, plan, points, confirmation)

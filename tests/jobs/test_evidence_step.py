@@ -7,7 +7,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jobs.batches.evidence_step import Evidence
+from jobs.batches.evidence_step import AHEAD_POINTS, Evidence, ahead
 from jobs.core.plans import resolve
 from jobs.core.presets import load_preset
 
@@ -49,6 +49,20 @@ def test_one_probe_per_group_before_the_servers_and_points_probed_when_they_run(
     assert probes.calls[1] == (2, {}, [3 * 64 * 4])  # its size, probed when it is about to run
     evidence.of(point)
     assert len(probes.calls) == 2  # once
+
+
+def test_a_small_sweep_is_probed_in_one_probe_before_the_servers() -> None:
+    probes = Probes()
+    plan = demo_plan()
+    assert 0 < len(plan.points) <= AHEAD_POINTS
+    evidence = Evidence(plan, probe=probes)
+    evidence.prepare(ahead(plan, plan.configs))
+    assert len(probes.calls) == 1 and 3 * 64 * 4 in probes.calls[0][2]
+    for point in plan.points:
+        assert evidence.of(point) is not None
+    assert len(probes.calls) == 1  # no point needed a probe of its own
+    big = dataclasses.replace(plan.sweep, grid={**plan.sweep.grid, "seed": list(range(600))})
+    assert ahead(dataclasses.replace(plan, sweep=big), plan.configs) == list(plan.configs)
 
 
 def test_a_failing_probe_is_a_reason_in_the_records_not_a_failure() -> None:
