@@ -164,11 +164,11 @@ def page_server(pages: _Pages) -> Iterator[int]:
 
         def do_GET(self) -> None:  # noqa: N802
             data = pages.page.encode()
+            pages.gets += 1  # counted before the answer: the client may go on once it has it
             self.send_response(200 if self.path == "/metrics" else 404)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
-            pages.gets += 1
             pages.seen.set()
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
