@@ -14,7 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from jobs.batches.evidence_step import Evidence
+from jobs.batches.evidence_step import Evidence, ahead
 from jobs.core.plans import resolve
 from jobs.core.presets import load_preset
 from jobs.evidence.collectives import measure
@@ -39,9 +39,9 @@ def run() -> dict[str, str]:
     plan = dataclasses.replace(resolve(load_preset("cpu-demo"), reps=1),
                                evidence=("collectives",))
     evidence = Evidence(plan, probe=measure)
-    evidence.prepare(plan.configs)
+    evidence.prepare(ahead(plan, plan.configs))  # as the worker does: the sweep's points too
     probed = sum(evidence.seconds)
-    figures["evidence step, cpu-demo's configurations"] = (
+    figures["evidence step, cpu-demo's configurations and sweep points"] = (
         f"{len(evidence.seconds)} probe(s), {probed:.2f} s "
         f"({', '.join(f'{s:.2f}' for s in evidence.seconds)} s each; the first includes "
         f"importing torch here to count the GPUs)")
