@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from jobs.core.errors import InfraError
+from jobs.engines import orphans
 from jobs.evidence.probe_input import ProbeRequest, for_this_host, human_size, to_request
 
 WORKER = Path(__file__).with_name("rank_worker.py")
@@ -98,6 +99,7 @@ class _Ranks:
         self.lines: list[str] = []
         self._reader: threading.Thread | None = None
         self._stopped = False
+        self._entry: Path | None = None
         port = _free_port()
         argv = [python, str(WORKER), "--backend", str(request.backend),
                 "--sizes", ",".join(map(str, request.sizes)), "--iters", str(request.iters),
@@ -118,6 +120,9 @@ class _Ranks:
         except OSError as exc:
             self.stop()
             raise ProbeError(f"cannot start the probe's ranks: {exc}") from None
+        # in the registry while they run: a worker killed with -9 leaves none behind, the next
+        # one kills them (jobs.engines.orphans), as it does a server's group
+        self._entry = orphans.register(pgid=self.procs[0].pid, argv=argv, log_path=Path(os.devnull))
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
@@ -163,6 +168,8 @@ class _Ranks:
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+        if self._entry is not None:
+            self._entry.unlink(missing_ok=True)
         if self._reader is not None:
             self._reader.join(timeout=5)
         for proc in self.procs:

@@ -183,3 +183,42 @@ def _has_gpus(count: int) -> bool:
     import torch
 
     return bool(torch.cuda.is_available() and torch.cuda.device_count() >= count)
+
+
+def test_ranks_left_by_a_probe_killed_with_9_are_killed_as_orphans(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ranks are in the registry while they run: the process that started them killed with
+    -9 (a worker mid-probe), the next sweep of orphans kills them, as it does a server's group."""
+    import signal
+    import time
+
+    from jobs.engines.orphans import kill_all_orphans
+
+    (tmp_path / "sitecustomize.py").write_text(STALL)
+    data = tmp_path / "data"
+    monkeypatch.setenv("SPECBENCH_DATA_DIR", str(data))
+    mark = uuid.uuid4().hex
+    cli = subprocess.Popen(
+        [sys.executable, "-m", "bot.cli.main", "probe", "--backend", "gloo", "--sizes",
+         "4K,64K", "--timeout", "60", "--env", f"PYTHONPATH={tmp_path}",
+         "--env", f"SPECBENCH_PROBE_MARK={mark}"],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while not (list(data.glob("run/*/pg-*.json")) and
+                   len(_processes_with(f"SPECBENCH_PROBE_MARK={mark}")) == 2):
+            assert time.monotonic() < deadline, "the ranks never started"
+            time.sleep(0.05)
+        cli.send_signal(signal.SIGKILL)
+        cli.wait(timeout=10)
+        assert len(_processes_with(f"SPECBENCH_PROBE_MARK={mark}")) == 2  # left behind
+        assert len(kill_all_orphans()) == 1
+        assert _processes_with(f"SPECBENCH_PROBE_MARK={mark}") == []
+        assert list(data.glob("run/*/pg-*.json")) == []
+    finally:
+        cli.kill()
+        cli.wait()
+        for pid in _processes_with(f"SPECBENCH_PROBE_MARK={mark}"):  # a failed test's ranks
+            os.kill(pid, signal.SIGKILL)
