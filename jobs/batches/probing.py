@@ -23,6 +23,7 @@ from jobs.batches.run_events import phase_emitter
 from jobs.core.batch_plan import PROBE, BatchPlan
 from jobs.core.events import EventSink, make_event
 from jobs.evidence.collectives import ProbeCancelled, ProbeError, run_probe
+from jobs.evidence.probe_format import peak_busbw
 from jobs.evidence.probe_input import ProbeInputError, ProbeRequest, for_this_host, request_of
 from jobs.store import BatchRow, Store
 
@@ -83,12 +84,10 @@ def _end(store: Store, sink: EventSink, batch_id: str, report: dict[str, Any], *
          error: str | None = None) -> dict[str, Any]:
     report = {**report, "state": state, **({} if error is None else {"error": error})}
     if report["probe"] is not None or state != "refused":  # its progress row ends too
-        sizes = (report["probe"] or {}).get("sizes") or []
         sink.emit(make_event(
             "approach.finished", batch_id, approach=PROBE, index=1, of=1,
             status="ok" if state == "done" else state, verdict=None, delta_pct=None, cause=None,
-            why=error or "", metric="busbw_gbps",
-            value=max((s["busbw_gbps"] for s in sizes), default=None)))
+            why=error or "", metric="busbw_gbps", value=peak_busbw(report["probe"] or {})))
     store.save_report(batch_id, report)
     store.set_state(batch_id, state, host=report["host"],
                     error=None if error is None else error[:500])

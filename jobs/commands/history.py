@@ -33,11 +33,10 @@ def _summary_line(row: BatchRow) -> dict[str, Any]:
 
 def _probe_words(report: dict[str, Any] | None, request: dict[str, Any]) -> str:
     """A probe's line: what it measured, or what it was asked."""
-    from jobs.evidence.probe_format import asked_text
+    from jobs.evidence.probe_format import asked_text, peak_busbw
 
     measured = None if report is None else report.get("probe")
     if not measured:
         return asked_text(request)
-    peak = max(s["busbw_gbps"] for s in measured["sizes"])
     return (f"all_reduce over {measured['world']} ranks ({measured['backend']}), busbw up to "
-            f"{peak:.3f} GB/s")
+            f"{peak_busbw(measured):.3f} GB/s")

@@ -37,7 +37,6 @@ class ProbeArgs:
     iters: int = DEFAULT_ITERS
     env: Sequence[str] = ()  # KEY=VALUE items
     timeout_s: float = DEFAULT_TIMEOUT_S
-    queue: str | None = None
 
 
 MAX_TIMEOUT_S = 600.0
@@ -56,5 +55,5 @@ def probe(ctx: Context, args: ProbeArgs, *, idempotency_key: str | None = None) 
     dispatcher = ctx.dispatcher
     if dispatcher.mode == "embedded":
         for_this_host(request)  # this process is the worker: refused now, not once queued
-    planned = probe_plan(request, queue=args.queue or settings.default_queue())
+    planned = probe_plan(request, queue=settings.default_queue())  # the GPU host's
     return submit(ctx, planned, idempotency_key=idempotency_key)

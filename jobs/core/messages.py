@@ -120,10 +120,10 @@ def render_report(report: dict[str, Any], fmt: str) -> str:
 
 def summary_payload(report: dict[str, Any]) -> dict[str, Any]:
     if is_probe_report(report):
-        text = render_text("probe_summary", **_probe_context(report))
-        head = text.split("\n", 1)[0]
-        return render_blocks("probe_summary", fallback=text, report=report, headline=head,
-                             table=_probe_context(report)["table"])
+        context = _probe_context(report)
+        text = render_text("probe_summary", **context)
+        return render_blocks("probe_summary", fallback=text, headline=text.split("\n", 1)[0],
+                             **context)
     headline = environment().get_template("_macros.j2").module.headline(report)  # type: ignore[attr-defined]
     return render_blocks(
         "batch_summary", fallback=str(headline), report=report, table_rows=MAX_TABLE_ROWS - 1

@@ -30,7 +30,7 @@ from typing import IO, Any
 
 from jobs.core.errors import InfraError
 from jobs.engines import orphans
-from jobs.evidence.probe_input import ProbeRequest, for_this_host, human_size, to_request
+from jobs.evidence.probe_input import ProbeRequest, human_size, to_request
 
 WORKER = Path(__file__).with_name("rank_worker.py")
 TORCH_GRACE_S = 30.0  # torch's own timeout in the ranks runs this much past the probe's
@@ -66,9 +66,10 @@ def figures(size: int, times_us: Sequence[float], world: int) -> dict[str, Any]:
 
 def run_probe(request: ProbeRequest, *, python: str = sys.executable,
               should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
-    """SPEC.md's probe JSON for `request` (checked `for_this_host` first), measured; raises
-    ProbeError, ProbeTimeout, or ProbeCancelled once `should_stop()` is true."""
-    request = for_this_host(request)
+    """SPEC.md's probe JSON for `request`, checked for this host (`to_request`,
+    `for_this_host`), measured; raises ProbeError, ProbeTimeout, or ProbeCancelled once
+    `should_stop()` is true."""
+    assert request.backend is not None, "a request checked for this host names its backend"
     for attempt in (1, 2):  # a free port taken between looking and binding: once more
         try:
             return _attempt(request, python=python, should_stop=should_stop)

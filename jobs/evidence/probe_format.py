@@ -49,3 +49,8 @@ def asked_text(request: Mapping[str, Any]) -> str:
     text = (f"all_reduce over {request.get('world')} ranks ({backend}), {span}, "
             f"{request.get('iters')} iterations each")
     return text + (", env " + " ".join(f"{k}={v}" for k, v in sorted(env.items())) if env else "")
+
+
+def peak_busbw(result: Mapping[str, Any]) -> float | None:
+    """The highest busbw over a probe's sizes (GB/s), None without any size."""
+    return max((float(s["busbw_gbps"]) for s in result.get("sizes") or ()), default=None)
