@@ -10,6 +10,11 @@ import pytest
 
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord, parse_lines, to_record
+from tests.file_order import (  # noqa: F401  (hooks: the longest test files go first)
+    pytest_addoption,
+    pytest_collection_modifyitems,
+    pytest_configure,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 
