@@ -24,9 +24,6 @@ from jobs.engines.local.engine import LocalEngine
 from jobs.engines.local.forked import ForkedGroup
 from jobs.engines.procs import ProcessGroup, group_members
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
 SMALL = ["--num-prompts", "6", "--input-len", "96", "--output-len", "48"]
 
 
@@ -50,7 +47,16 @@ def engine() -> Iterator[LocalEngine]:
 
 
 @pytest.fixture(scope="module")
-def model() -> Any:
+def torch() -> Any:
+    """torch, imported by the tests that use it in this process, not at collection: a worker
+    that runs none of them never imports it."""
+    import torch
+
+    return torch
+
+
+@pytest.fixture(scope="module")
+def model(torch: Any) -> Any:
     torch.set_num_threads(1)
     return local_model.build_target(local_child.parse_args(SMALL))
 
@@ -67,7 +73,7 @@ def outputs_of(model: Any, prompts: list[list[int]], *flags: str) -> tuple[list[
 
 
 def test_greedy_choices_are_far_sharper_than_float32_noise(
-    model: Any, prompts: list[list[int]]
+    torch: Any, model: Any, prompts: list[list[int]]
 ) -> None:
     margins, noise = [], []
     for prompt in prompts:
@@ -125,7 +131,7 @@ def test_the_cpu_demo_preset_loads_and_resolves() -> None:
     resolve(load_preset("cpu-demo"), overrides={"threads": 2, "seed": 1})
 
 
-def test_fingerprint_names_the_cpu_in_spec_keys() -> None:
+def test_fingerprint_names_the_cpu_in_spec_keys(torch: Any) -> None:
     fingerprint = LocalEngine().fingerprint()
     assert fingerprint["gpu"].startswith("none (CPU: ")
     assert fingerprint["gpu_count"] == 0 and fingerprint["cuda"] is None

@@ -28,9 +28,6 @@ from jobs.engines.local.engine import LocalEngine
 from jobs.engines.local.serving import LATENCY_KEYS, Bench
 from tests.jobs.engines.test_local import _run  # one way to run a configuration
 
-torch = pytest.importorskip("torch")
-pytest.importorskip("transformers")
-
 BENCH = {"num-prompts": 4, "input-len": 64, "output-len": 32}
 FIGURES = {"output_throughput", "total_throughput", *LATENCY_KEYS}
 
@@ -119,7 +116,8 @@ def test_plain_decoding_batches_and_gains_throughput_while_speculation_is_served
                      runs["base"].log_tail)
     assert re.search(r"rep 1/2 at max-concurrency 2: 128 tokens .* 4 generate\(\) calls",
                      runs["lookup"].log_tail)
-    one, two = (min(level["metrics"]["output_throughput"]) for level in base)
+    # Each level's best repetition: a busy machine only ever slows a repetition down.
+    one, two = (max(level["metrics"]["output_throughput"]) for level in base)
     assert two > 1.2 * one  # measured 1.8x: a batch of 2 costs little more than one request
     assert lookup[0]["metrics"]["accept_length"] > 1.5
 
