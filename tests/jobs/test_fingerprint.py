@@ -101,6 +101,23 @@ def test_single_gpu_has_no_interconnect() -> None:
     assert fingerprint["sglang"] is None and fingerprint["torch"] is None
 
 
+H200 = Path(__file__).resolve().parents[1] / "fixtures" / "h200"
+
+
+def test_a_real_h200_host_reads_as_it_was_seen() -> None:
+    """nvidia-smi's own answers on a one-GPU H200 host, recorded by scripts/gpu-check.sh with
+    the version probe's output there (a CUDA build of torch, imported for its NCCL version)."""
+    seen = json.loads((H200 / "gpu-check.json").read_text())
+    fingerprint = to_fingerprint(smi_csv=(H200 / "smi-query.csv").read_text(),
+                                 topo_text=(H200 / "smi-topo.txt").read_text(),
+                                 probe_json=seen["probe_json"], package="sglang")
+    assert fingerprint == seen["fingerprint"] == {
+        "gpu": "NVIDIA H200", "gpu_count": 1, "compute_capability": "9.0", "interconnect": None,
+        "driver": "580.159.04", "cuda": "13.0", "torch": "2.11.0+cu130", "sglang": None,
+        "nccl": "2.28.9"}
+    assert to_interconnect((H200 / "smi-topo.txt").read_text()) is None  # one GPU: no pair
+
+
 def test_no_gpu_says_so() -> None:
     fingerprint = to_fingerprint(smi_csv=None, topo_text=None, probe_json=None,
                                  package="sglang")
