@@ -9,6 +9,7 @@ Sizes are bytes, plain (`4096`) or with a binary suffix as nccl-tests reads them
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -149,16 +150,23 @@ def request_of(data: Mapping[str, Any]) -> ProbeRequest:
         timeout_s=float(data["timeout_s"]), warmup=int(data.get("warmup", WARMUP)))
 
 
+GPU_NODES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/dxg", "/dev/kfd")
+"""Device files one of which is there wherever torch can see a GPU: NVIDIA's, WSL 2's, ROCm's."""
+
+
 def gpu_count() -> int:
-    """The GPUs torch sees here (0 without CUDA); torch is imported only when asked. The count
-    asks NVML, not the CUDA driver (PYTORCH_NVML_BASED_CUDA_CHECK): a worker that counted GPUs
-    can still fork processes that use CUDA."""
-    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
-    try:
-        import torch
-    except ImportError:
+    """The GPUs torch sees here (0 without CUDA); torch is imported only when asked, and not
+    at all on a host with none of `GPU_NODES` (a second of a CPU host's batch, for nothing).
+    The count asks NVML, not the CUDA driver (PYTORCH_NVML_BASED_CUDA_CHECK): a worker that
+    counted GPUs can still fork processes that use CUDA."""
+    if importlib.util.find_spec("torch") is None:
         raise InfraError("the collectives probe needs torch, which is not installed here "
-                         "(pip install 'specbench[local]')") from None
+                         "(pip install 'specbench[local]')")
+    if not any(os.path.exists(node) for node in GPU_NODES):
+        return 0
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    import torch
+
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
 
 

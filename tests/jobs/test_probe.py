@@ -112,6 +112,25 @@ def test_the_default_backend_is_nccl_only_with_a_gpu_per_rank(
         to_request(world=8, backend="nccl")
 
 
+COUNT = ("import sys; from jobs.evidence.probe_input import gpu_count; "
+         "print(gpu_count(), 'torch' in sys.modules)")
+
+
+def test_a_host_with_no_gpu_device_is_counted_without_importing_torch(tmp_path: Path) -> None:
+    """No device file of a GPU here: 0 at once. With one (a stand-in file named among them),
+    torch is asked, as on a GPU host: this CPU build still counts 0, having been imported."""
+    if any(os.path.exists(node) for node in probe_input.GPU_NODES):
+        pytest.skip("this host has a GPU device file: the count imports torch, as it must")
+    node = tmp_path / "nvidiactl"
+    node.touch()
+    asked = COUNT.replace("from jobs", f"import jobs.evidence.probe_input as p; "
+                                       f"p.GPU_NODES = ({str(node)!r},); from jobs")
+    seen = [subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           cwd=REPO, check=True, timeout=60).stdout.split()
+            for code in (COUNT, asked)]
+    assert seen == [["0", "False"], ["0", "True"]]
+
+
 def test_sizes_read_as_nccl_tests_reads_them() -> None:
     assert [to_bytes(s) for s in ("4096", "4K", "4kib", "1M", "1MiB", "1G")] == [
         4096, 4096, 4096, 1 << 20, 1 << 20, 1 << 30]
