@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 
 from bot.thread.store_retry import patiently
@@ -63,7 +63,12 @@ def is_transient(exc: BaseException) -> bool:
     """Whether Slack (or the way to it) may accept the same call later."""
     if isinstance(exc, SlackApiError):
         return slack_error(exc) not in PERMANENT
-    return isinstance(exc, SlackClientError | aiohttp.ClientError | OSError | TimeoutError)
+    if isinstance(exc, SlackClientError | OSError | TimeoutError):
+        return True
+    # Slack's async client speaks through aiohttp; where nothing imported it (the console, the
+    # CLI), no error of its can be raised, and its import (0.1 s) is spared.
+    aiohttp = sys.modules.get("aiohttp")
+    return aiohttp is not None and isinstance(exc, aiohttp.ClientError)
 
 
 async def persistently(
