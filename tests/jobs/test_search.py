@@ -183,8 +183,8 @@ def test_grid_runs_every_point_once_in_order_but_the_baseline_point() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("peak", [(2, 1), (5, 3), (0, 4), (7, 0)])
-@pytest.mark.parametrize("batch", ["b-0001", "b-0002"])
+@pytest.mark.parametrize(("peak", "batch"), [  # peaks inside and at each edge, both seeds
+    ((2, 1), "b-0001"), ((5, 3), "b-0002"), ((0, 4), "b-0001"), ((7, 0), "b-0002")])
 def test_adaptive_finds_a_smooth_optimum_with_12_of_40_servers(
     peak: tuple[int, int], batch: str
 ) -> None:
