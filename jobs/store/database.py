@@ -17,7 +17,6 @@ from typing import Any, cast
 
 from sqlalchemy import CursorResult, Result, create_engine, event, func, text, update
 from sqlalchemy import cast as sql_cast
-from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Connection, Engine, make_url
 from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
 from sqlalchemy.orm import Session
@@ -169,5 +168,7 @@ def _lock_for_migration(connection: Connection) -> None:
 def json_path(column: Any, path: Sequence[str], *, dialect: str) -> ColumnElement[Any]:
     """A member of a JSON text column, as text, extracted by the database (no decoding here)."""
     if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import JSONB  # (see jobs.store.runs: imported here)
+
         return func.jsonb_extract_path_text(sql_cast(column, JSONB), *path)
     return func.json_extract(column, "$." + ".".join(path))

@@ -15,7 +15,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from jobs.store.database import NO_SYNC, Database, UnknownBatch, now, rowcount
@@ -137,8 +136,11 @@ class Posts(Database):
     def _put_part(self, scope: str, part: str, *, state: str, ref: str | None) -> None:
         values: dict[str, Any] = {"scope": scope, "part": part, "state": state, "ref": ref,
                                   "updated_at": now()}
-        insert = (postgresql_insert if self._engine.dialect.name == "postgresql"
-                  else sqlite_insert)
+        insert: Any = sqlite_insert
+        if self._engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert as postgresql_insert  # (runs.py)
+
+            insert = postgresql_insert
         query = insert(SlackPart).values(values).on_conflict_do_update(
             index_elements=[SlackPart.scope, SlackPart.part],
             set_={k: v for k, v in values.items() if k not in ("scope", "part")},
