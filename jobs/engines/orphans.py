@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from jobs import settings
-from jobs.engines.pids import group_members, host, is_alive, pid_namespace, start_time
+from jobs.engines.pids import group_alive, host, is_alive, pid_namespace, start_time
 
 _registry: Path | None = None
 KILL_WAIT_S = 10.0
@@ -84,11 +84,11 @@ def kill_orphans(folder: Path) -> list[int]:
                 pid_namespace()):
             continue
         mine = owner == os.getpid() and started in (None, start_time(owner))
-        if mine and group_members(pgid):
+        if mine and group_alive(pgid):
             continue  # one of ours, still running
         if not mine and is_alive(owner, started=started):
             continue
-        if group_members(pgid):
+        if group_alive(pgid):
             kill_group(pgid)
             killed.append(pgid)
         entry.unlink(missing_ok=True)
@@ -112,6 +112,6 @@ def kill_group(pgid: int, *, wait_s: float = KILL_WAIT_S) -> bool:
     except (ProcessLookupError, PermissionError):
         pass
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline and group_members(pgid):
+    while time.monotonic() < deadline and group_alive(pgid):
         time.sleep(0.05)
-    return not group_members(pgid)
+    return not group_alive(pgid)

@@ -28,6 +28,7 @@ from jobs import settings
 from jobs.engines import orphans
 from jobs.engines.orphans import kill_orphans as kill_orphans
 from jobs.engines.orphans import set_registry as set_registry
+from jobs.engines.pids import group_alive
 from jobs.engines.pids import group_members as group_members
 from jobs.engines.pids import is_alive as is_alive
 from jobs.engines.pids import start_time as start_time
@@ -218,4 +219,4 @@ class ProcessGroup:
 
     def _alive(self) -> bool:
         self.proc.poll()
-        return bool(group_members(self.pgid))
+        return group_alive(self.pgid)
