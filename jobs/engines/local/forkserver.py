@@ -36,6 +36,8 @@ import traceback
 import types
 from typing import Any
 
+from jobs.startup import pause_collector, resume_collector
+
 READY = "SPECBENCH-FORKSERVER ready"
 IDLE_S = 300.0
 _POLL_S = 0.2
@@ -226,8 +228,10 @@ def _killpg(pgid: int) -> None:
 
 def main(argv: list[str]) -> int:
     path, modules = argv[0], argv[1:]
+    pause_collector(resume_after_s=None)
     for module in modules:
         importlib.import_module(module)
+    resume_collector()  # before the first fork: each child runs with it, as usual
     server = Server(path)
     print(READY, flush=True)
     try:
