@@ -175,10 +175,8 @@ class EmbeddedDispatcher:
             try:
                 row = store.get_batch(batch_id)
                 if row is not None and row.state not in TERMINAL_STATES:
-                    engine = (self._engine_factory(row.engine)
-                              if self._engine_factory and not row.plan.is_probe else None)
-                    execute_batch(batch_id, store=store, sink=self.channel, engine=engine,
-                                  should_stop=self._stop.is_set)
+                    execute_batch(batch_id, store=store, sink=self.channel,
+                                  engine_for=self._engine_factory, should_stop=self._stop.is_set)
             except Exception as exc:  # noqa: BLE001 - a batch's bug must not kill the worker
                 log.exception("batch %s failed", batch_id)
                 error = settings.redact(str(exc), secrets=worker_secrets())[:500]

@@ -89,10 +89,14 @@ def execute_batch(
     sink: EventSink,
     should_stop: Callable[[], bool] | None = None,
     engine: Engine | None = None,
+    engine_for: Callable[[str], Engine] | None = None,
     inline: bool = False,
     evidence: Evidence | None = None,
 ) -> dict[str, Any]:
     """Run (or resume) a stored batch to its end; returns the report.
+
+    Its engine: `engine`, else `engine_for(name)` (the caller's: it keeps and closes them),
+    else one made here and closed here; asked for only by a batch that runs configurations.
 
     A sweep's confirmation batch is run by its sweep batch (`inline`), on the same worker, right
     after the sweep; taken up on its own (a recovery sweep) it is left for the sweep to resume.
@@ -105,6 +109,8 @@ def execute_batch(
     if plan.is_probe:  # a queued probe: no engine, no servers (jobs.batches.probing)
         return execute_probe(row, store=store, sink=sink,
                              should_stop=_CancelWatch(store, batch_id, should_stop))
+    if engine is None and engine_for is not None:
+        engine = engine_for(plan.engine)
     if engine is not None:
         return _execute(row, store=store, sink=sink, should_stop=should_stop, engine=engine,
                         shared=evidence)
