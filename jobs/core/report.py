@@ -21,7 +21,7 @@ from jobs.core.rules import RuleSet
 from jobs.core.server_quotes import server_sentences
 from jobs.core.stack import Stack
 from jobs.core.verdicts import Metric, Verdict, change_pct, has_failed, median
-from jobs.core.verify_budget import budget_sentence, slower_sentence, with_comm
+from jobs.core.verify_budget import budget_sentence, cycle_ms, slower_sentence, with_comm
 
 
 def split_batch(records: Sequence[RunRecord]) -> tuple[RunRecord, list[RunRecord]]:
@@ -167,10 +167,7 @@ def _break_even(
         return None
     if value is None or base_value is None or value <= 0 or base_value <= 0:
         return None
-    return {
-        "now_ms": round(accept / value * 1000.0, 1),
-        "needed_ms": round(accept / base_value * 1000.0, 1),
-    }
+    return {"now_ms": cycle_ms(accept, value), "needed_ms": cycle_ms(accept, base_value)}
 
 
 def _key_achievement(results: list[dict[str, Any]]) -> dict[str, Any] | None:

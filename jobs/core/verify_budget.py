@@ -20,6 +20,17 @@ from jobs.core.verdicts import median
 SLOWER_PCT = 5.0  # an all-reduce this much slower than the reference's is worth a sentence
 
 
+def cycle_ms(accept_length: float, throughput: float) -> float:
+    """One draft+verify cycle's ms at `throughput` tokens/s: `accept_length` tokens a cycle
+    (the break-even's `now_ms` at the approach's throughput, `needed_ms` at the baseline's)."""
+    return round(accept_length / throughput * 1000.0, 1)
+
+
+def comm_ms(count: int, latency_us: float) -> float:
+    """The ms of `count` all-reduces of `latency_us` each, as the why writes it."""
+    return round(count * latency_us / 1000.0, 1)
+
+
 def allreduce_of(record: RunRecord) -> tuple[int, float] | None:
     """(all-reduces per step, latency in µs) from the record's evidence; None without both."""
     evidence = record.extra.get("evidence")
@@ -47,7 +58,7 @@ def with_comm(break_even: dict[str, float] | None, record: RunRecord) -> dict[st
     if break_even is None or found is None or is_split(record):
         return break_even
     count, latency_us = found
-    return {**break_even, "allreduces": count, "comm_ms": round(count * latency_us / 1000.0, 1)}
+    return {**break_even, "allreduces": count, "comm_ms": comm_ms(count, latency_us)}
 
 
 def budget_sentence(break_even: Mapping[str, Any], record: RunRecord) -> str | None:
@@ -57,7 +68,7 @@ def budget_sentence(break_even: Mapping[str, Any], record: RunRecord) -> str | N
     if found is None or "now_ms" not in break_even:
         return None
     count, latency_us = found
-    comm = round(count * latency_us / 1000.0, 1)
+    comm = comm_ms(count, latency_us)
     now, needed = float(break_even["now_ms"]), float(break_even["needed_ms"])
     if is_split(record):  # one process: no all-reduce today, what a split would add
         return (f"split over ranks, its cycle would add {count} all-reduces × "
@@ -105,7 +116,7 @@ def comm_of(record: RunRecord, baseline: RunRecord, metric: str) -> tuple[float,
             or base_value is None or base_value <= 0:
         return None
     count, latency_us = found
-    return round(count * latency_us / 1000.0, 1), round(accept / base_value * 1000.0, 1)
+    return comm_ms(count, latency_us), cycle_ms(accept, base_value)
 
 
 def comm_share(break_even: Mapping[str, Any] | None) -> float | None:
