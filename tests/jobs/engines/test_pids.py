@@ -8,23 +8,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 from jobs.engines.pids import group_alive, group_members
+from tests.jobs.test_distributed import wait_until
 
 # A session leader that starts a child in its group, prints the child's pid and waits.
 LEADER = ("import subprocess, sys, time; "
           "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
           "print(child.pid, flush=True); time.sleep(60)")
-
-
-def _until(check: object, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if callable(check) and check():
-            return
-        time.sleep(0.02)
-    raise AssertionError("not within the timeout")
 
 
 def test_a_group_is_alive_while_any_member_runs_and_not_once_only_zombies_are_left() -> None:
@@ -36,10 +27,11 @@ def test_a_group_is_alive_while_any_member_runs_and_not_once_only_zombies_are_le
         pgid = leader.pid
         assert group_alive(pgid) and sorted(group_members(pgid)) == sorted([pgid, child])
         os.kill(pgid, signal.SIGKILL)  # the leader is gone (a zombie until reaped)...
-        _until(lambda: group_members(pgid) == [child])
+        wait_until(lambda: group_members(pgid) == [child], timeout=10,
+                   what="the leader gone from its group")
         assert group_alive(pgid)  # ...its child, still in the group, keeps it alive
         os.kill(child, signal.SIGKILL)
-        _until(lambda: not group_members(pgid))
+        wait_until(lambda: not group_members(pgid), timeout=10, what="the child gone")
         assert not group_alive(pgid)  # the unreaped leader is a zombie: not alive
         leader.wait(timeout=10)
         assert not group_alive(pgid)  # and once reaped there is no process at all
