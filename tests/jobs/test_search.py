@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -17,7 +17,6 @@ from jobs.core.sweeps import point_name
 from jobs.search import next_point, servers_used
 
 pytest.importorskip("optuna")
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 GRAPH = [64, 96, 128, 160, 192, 256, 384, 512]
 MEM = [0.75, 0.8, 0.85, 0.88, 0.9]
@@ -38,22 +37,6 @@ sweep:
   budget: 12
   confirm_reps: 3
 """
-
-
-@pytest.fixture(scope="module")
-def one_torch_thread() -> Iterator[None]:
-    """The adaptive search fits a Gaussian process to a dozen points: on the suite's loaded
-    cores (3 workers on 2) one torch thread does it about four times faster than two that
-    wait on each other. The result is the same; the worker's setting is restored after."""
-    try:
-        import torch
-    except ImportError:  # no Gaussian process either: the tests that need one say so
-        yield
-        return
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def plan_of(text: str = SWEPT) -> BatchPlan:

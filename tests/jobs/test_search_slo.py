@@ -39,11 +39,9 @@ from jobs.search import propose
 from jobs.search.propose import EXCESS_ATTR, study_of
 from jobs.store import Store
 from tests.conftest import REPO, make_record
-from tests.jobs.test_search import one_torch_thread  # noqa: F401 - the search's fixture
 from tests.standin.harness import SERVER_ARGS, STANDIN, TINY_BENCH
 
 pytest.importorskip("optuna")
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 GRAPH = [64, 96, 128, 160, 192, 256, 384, 512]
 MEM = [0.75, 0.8, 0.85, 0.88, 0.9]

@@ -27,10 +27,8 @@ from jobs.core.records import RunRecord
 from jobs.core.units import with_unit
 from jobs.engines.base import RunContext, now_iso, to_run_record
 from jobs.store import Store
-from tests.jobs.test_search import one_torch_thread  # noqa: F401 - the search's fixture
 
 pytest.importorskip("optuna")
-pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 GRAPH = [64, 96, 128, 160, 192, 256, 384, 512]
 MEM = [0.75, 0.8, 0.85, 0.88, 0.9]
