@@ -124,10 +124,10 @@ def for_this_host(request: ProbeRequest) -> ProbeRequest:
     """The request checked against this host: without a backend, nccl when this host has
     `world` GPUs, else gloo; nccl needs that many GPUs, gloo a CPU per rank."""
     world, backend = request.world, request.backend
+    gpus = gpu_count() if backend in (None, "nccl") else 0  # counted once: it may import torch
     if backend is None:
-        backend = "nccl" if gpu_count() >= world else "gloo"
+        backend = "nccl" if gpus >= world else "gloo"
     if backend == "nccl":
-        gpus = gpu_count()
         if gpus == 0:
             raise ProbeInputError("--backend nccl needs CUDA, and torch sees no GPU here; "
                                   "use --backend gloo")
