@@ -54,6 +54,10 @@ def main(argv: list[str]) -> int:
         else:
             dist.barrier()
 
+    if cuda:  # one pair, recorded again at each call
+        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+
     def reduce_timed(tensor: torch.Tensor) -> float:
         """Microseconds the all-reduce of `tensor` took. On CUDA: between two events on the
         current stream, which `all_reduce` makes wait for NCCL's own. The host's clock also
@@ -65,8 +69,6 @@ def main(argv: list[str]) -> int:
             began = time.perf_counter()
             dist.all_reduce(tensor)
             return (time.perf_counter() - began) * 1e6
-        start = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
-        end = torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
         start.record()
         dist.all_reduce(tensor)
         end.record()
