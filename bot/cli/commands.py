@@ -151,6 +151,8 @@ def cmd_show(args: argparse.Namespace) -> int:
     from jobs.commands.show import show
     from jobs.core.records import to_jsonl
 
+    if args.logs is not None:
+        return _show_logs(args.batch, args.logs)
     chart = _chart_path(args.chart)
     data = show(_context(), args.batch, records_only=args.format == "jsonl" and not chart)
     if chart is not None:
@@ -164,6 +166,21 @@ def cmd_show(args: argparse.Namespace) -> int:
         sys.stdout.write(to_jsonl(data.records))
     else:
         sys.stdout.write(views.shown(data, args.format))
+    return 0
+
+
+def _show_logs(batch: str | None, approach: str) -> int:
+    """`show [BATCH] --logs APPROACH`: the log on stdout; where the whole file is, on stderr,
+    when this host has only the record's last lines."""
+    from jobs.commands.show import server_log
+
+    found = server_log(_context(), batch, approach)
+    sys.stdout.write(found.text if found.text.endswith("\n") or not found.text
+                     else found.text + "\n")
+    if not found.whole:
+        where = f" on {found.host}" if found.host else ""
+        print(f"specbench show: the last lines {found.batch}'s record keeps of {approach}; the "
+              f"whole log is {found.path}{where}", file=sys.stderr)
     return 0
 
 

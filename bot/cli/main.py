@@ -133,6 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "coloured by its verdict) to FILE.png; with load levels also "
                            "FILE-loads.png (the metric against load) and FILE-load-pareto.png "
                            "(throughput against latency)")
+    show.add_argument("--logs", metavar="APPROACH",
+                      help="print the server log of one of the batch's runs instead: the whole "
+                           "file where this host ran it, else the last lines its record keeps")
 
     commands.add_parser("presets", help="the presets and their approaches")
 

@@ -24,6 +24,7 @@ from jobs.core.errors import UserError
 from jobs.core.events import EventSink, MaskedSink, make_event
 from jobs.core.levels import judge
 from jobs.core.memory import dead_end_record
+from jobs.core.noise import CLOSING, Spread, merge_starts, spread_of, spread_reps
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.remedies import load_remedies
@@ -31,7 +32,15 @@ from jobs.core.report import analyze
 from jobs.core.rules import RuleSet, load_rules
 from jobs.core.verdicts import Metric, Verdict
 from jobs.engines import flag_facts, get_engine
-from jobs.engines.base import Engine, RunContext, now_iso, plan_secrets, to_run_record, to_stored
+from jobs.engines.base import (
+    Engine,
+    PhaseCallback,
+    RunContext,
+    now_iso,
+    plan_secrets,
+    to_run_record,
+    to_stored,
+)
 from jobs.evidence.collectives import measure
 from jobs.store import RERUN_STATUSES, BatchRow, Store
 
@@ -41,7 +50,7 @@ CANCEL_POLL_S = 0.5
 def metric_of(plan: BatchPlan) -> Metric:
     return Metric(
         name=plan.metric, min_effect_pct=plan.min_effect_pct, lower_is_better=plan.lower_is_better,
-        slo=tuple(plan.slo.items()),
+        slo=tuple(plan.slo.items()), requests=plan.requests,
     )
 
 
@@ -51,12 +60,25 @@ def build_report(
     *,
     rules: RuleSet | None = None,
     judged: Mapping[str, Verdict] | None = None,
+    history: Spread | None = None,
 ) -> dict[str, Any]:
-    """The batch's report; `judged`: the verdicts given as its runs ended (see `analyze`)."""
+    """The batch's report; `judged`: the verdicts given as its runs ended (see `analyze`);
+    `history`: the baseline's spread across earlier batches (`baseline_history`)."""
     return analyze(
         records, metric=metric_of(plan), rules=load_rules() if rules is None else rules,
         remedies=load_remedies(), judged=judged, flags=flag_facts(plan.engine), engine=plan.engine,
+        ran=plan.ran(), history=history,
     )
+
+
+def baseline_history(store: Store, row: BatchRow, records: list[RunRecord]) -> Spread | None:
+    """The baseline's spread across earlier batches on this host and stack (at least 3 of them),
+    where a single repetition needs it as its noise figure (docs/contracts.md "Noise,
+    measured"); None otherwise, without asking the store."""
+    baseline = next((r for r in records if r.role == "baseline" and r.status == "ok"), None)
+    if baseline is None or min(len(r.samples(row.plan.metric)) or 2 for r in records) >= 2:
+        return None
+    return spread_of(store.history_points(baseline, row=row))
 
 
 def log_path(batch_id: str, approach: str) -> Path:
@@ -138,13 +160,14 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
         return _refuse(store, sink, batch_id, host=host, why=refusal)
     store.set_state(batch_id, "running", host=host)
     names = [c.approach for c in plan.configs]
-    of = len(names) + (plan.sweep.max_servers if plan.sweep else 0)  # at most, with a sweep
+    closing = [CLOSING] if plan.is_bracketed else []  # the baseline again, last
+    of = len(names) + (plan.sweep.max_servers if plan.sweep else 0) + len(closing)  # at most
     sweep_info = None if plan.sweep is None else {
         "name": plan.sweep.name, "search": plan.sweep.search, "points": len(plan.sweep.points),
         "max_servers": plan.sweep.max_servers,
     }
     sink.emit(make_event(
-        "batch.started", batch_id, host=host, queue=row.queue, approaches=names,
+        "batch.started", batch_id, host=host, queue=row.queue, approaches=[*names, *closing],
         reps=plan.reps, warmup=plan.warmup, metric=plan.metric, warnings=list(plan.warnings),
         preset=plan.preset, sweep=sweep_info,
         confirms=plan.confirms,
@@ -202,7 +225,15 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
     points = sweeping.Points.of(plan, store.records(batch_id) if plan.sweep else [])
     if plan.sweep is not None:
         sweeping.run_points(plan, batch_id=batch_id, points=points, run=run, stop=cancel)
-    report = build_report(store.records(batch_id), plan, rules=rules, judged=judged)
+    if closing and baseline is not None and not cancel():
+        if (bracketed := _closing_bracket(engine, plan, baseline, store=store, sink=sink,
+                                          cancel=cancel, of=of)) is not None:
+            baseline = bracketed
+            judged.clear()  # every approach is judged again, against both of the baseline's runs
+    records = store.records(batch_id)
+    if (history := baseline_history(store, row, records)) is not None:
+        judged.clear()  # a single repetition is judged again, against the baseline's history
+    report = build_report(records, plan, rules=rules, judged=judged, history=history)
     if plan.confirms is not None:  # one experiment with its sweep (SPEC.md)
         report["confirms"] = plan.confirms
     if plan.sweep is not None:
@@ -273,4 +304,60 @@ def _run_one(
         return to_run_record(config, ctx, status="failed", started_at=started, exit_code=2,
                              log_tail=bad)
     ctx.on_phase("preflight", {})
-    return engine.run(config, ctx)
+    return run_starts(engine, config, ctx)
+
+
+def run_starts(engine: Engine, config: RunConfig, ctx: RunContext) -> RunRecord:
+    """The configuration's run: one server start, or with the plan's `starts` its repetitions
+    spread over that many starts, one after another, each with its own log, the record merged
+    (docs/contracts.md "Noise, measured"). A start that does not end well ends the run."""
+    shares = spread_reps(ctx.plan.reps, ctx.plan.starts)
+    if len(shares) == 1:
+        return engine.run(config, ctx)
+    records: list[RunRecord] = []
+    stem = ctx.log_path.name.removesuffix(".log")
+    for number, reps in enumerate(shares, start=1):
+        each = dataclasses.replace(
+            ctx, plan=dataclasses.replace(ctx.plan, reps=reps),
+            log_path=ctx.log_path if number == 1 else ctx.log_path.with_name(
+                f"{stem}.start{number}.log"),
+            on_phase=_with_start(ctx.on_phase, number=number, of=len(shares)))
+        records.append(engine.run(config, each))
+        if records[-1].status != "ok":
+            break
+    return merge_starts(records)
+
+
+def _with_start(on_phase: PhaseCallback, *, number: int, of: int) -> PhaseCallback:
+    def tagged(phase: str, details: dict[str, Any]) -> None:
+        on_phase(phase, {**details, "start": number, "starts": of})
+    return tagged
+
+
+def _closing_bracket(
+    engine: Engine, plan: BatchPlan, baseline: RunRecord, *, store: Store, sink: EventSink,
+    cancel: _CancelWatch, of: int,
+) -> RunRecord | None:
+    """The baseline run again after every other configuration, kept in the baseline's record
+    as its `bracket` (docs/contracts.md "Noise, measured"); None when it already has one, or
+    the first run did not measure (nothing to bracket)."""
+    if "bracket" in baseline.extra or baseline.status != "ok":
+        return None
+    config = plan.baseline
+    ctx = RunContext(
+        batch_id=baseline.batch, plan=plan, log_path=log_path(baseline.batch, "baseline.last"),
+        fingerprint={}, should_stop=cancel,
+        on_phase=phase_emitter(sink, baseline.batch, CLOSING, of - 1, of),
+    )
+    ctx.on_phase("preflight", {})
+    closing = run_starts(engine, config, ctx)
+    found: dict[str, Any] = {"metrics": closing.metrics, "status": closing.status,
+                             "started_at": closing.started_at, "finished_at": closing.finished_at}
+    found.update({k: closing.extra[k] for k in ("by_load", "starts", "repetitions")
+                  if k in closing.extra})
+    record = to_stored(dataclasses.replace(baseline, extra={**baseline.extra, "bracket": found}),
+                       plan)
+    store.put_record(record, position=0)
+    emit_finished(sink, dataclasses.replace(closing, approach=CLOSING, role="baseline"),
+                  verdict=None, plan=plan, metric=metric_of(plan), index=of - 1, of=of)
+    return record

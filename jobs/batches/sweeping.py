@@ -131,7 +131,7 @@ def add_sweep(
     _add_section(report, plan, points, confirmation)
     report["next_steps"] = confirmed_steps(
         report["next_steps"], plan.sweep, confirmation, metric=plan.metric,
-        base_value=report["baseline"]["value"])
+        base_value=report["baseline"]["value"], key=report.get("key_achievement"))
     return report
 
 
@@ -159,9 +159,15 @@ def _add_section(
         report["sweep"]["slo"] = slo_section(points)
     best = report["sweep"]["best"]
     if best is not None:
+        # the winner's figure is its confirmation's once it has one (without load levels: with
+        # them the confirmation's value is one level's, not the search's geometric mean)
+        measured = confirmation if confirmation is not None and not plan.loads \
+            and confirmation.get("value") is not None \
+            and confirmation.get("approach") == best.get("approach") else None
         best["vs_parent"] = vs_parent(best, _same_values(report, points),
                                       extends=plan.sweep.extends,
-                                      lower_is_better=plan.lower_is_better)
+                                      lower_is_better=plan.lower_is_better, confirmed=measured,
+                                      objective=objective_text(plan) if plan.loads else None)
     key = report.get("key_achievement")
     if key is not None and plan.sweep.is_point(str(key.get("approach"))):
         # with levels or an SLO the report's largest improvement at a level may be another
@@ -169,11 +175,34 @@ def _add_section(
         other = bool(plan.loads or plan.slo)
         confirmed = (confirmation is not None and confirmation["verdict"] == "improved"
                      and (other or confirmation["approach"] == key["approach"]))
-        report["key_achievement"] = None if not confirmed or confirmation is None else {
+        report["key_achievement"] = _unswept_key(report, plan) \
+            if not confirmed or confirmation is None else {
             **key, "approach": confirmation["approach"], "value": confirmation["value"],
             "delta_pct": confirmation["delta_pct"],
             **({"load": plan.levels[0]} if key.get("load") else {}),  # the lowest level's
         }
+
+
+def _unswept_key(report: dict[str, Any], plan: BatchPlan) -> dict[str, Any] | None:
+    """The key achievement among the preset's own approaches (no sweep point: an unconfirmed
+    point is none), so that it never says "none" above an adopt step of one of them."""
+    assert plan.sweep is not None
+    best: dict[str, Any] | None = None
+    for result in report["results"]:
+        if plan.sweep.is_point(str(result["approach"])) \
+                or result["verdict"] not in ("improved", "mixed"):
+            continue
+        levels = result.get("by_load") or [{**result, "load": None, "slo": None}]
+        for level in levels:
+            delta = level.get("delta_pct")
+            if level.get("verdict") != "improved" or level.get("slo") == "violated" \
+                    or delta is None or (best is not None and delta <= best["delta_pct"]):
+                continue
+            best = {"approach": result["approach"], "value": level.get("value"),
+                    "delta_pct": delta,
+                    **({"load": dict(level["load"])} if plan.loads and level.get("load")
+                       else {})}
+    return best
 
 
 def _same_values(report: dict[str, Any], points: Points) -> dict[str, Any]:

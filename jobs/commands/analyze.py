@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from jobs.core.engine_info import engine_of
+from jobs.core.engine_info import describe, engine_of
 from jobs.core.errors import PresetError, RecordError, UserError, did_you_mean
 from jobs.core.limits import MAX_MIN_EFFECT_PCT
 from jobs.core.presets import load_preset, preset_names
-from jobs.core.records import decode_lines, parse_lines
+from jobs.core.records import RunRecord, decode_lines, parse_lines
 from jobs.core.remedies import load_remedies
 from jobs.core.report import analyze as analyze_records
 from jobs.core.rules import load_rules
@@ -57,7 +57,7 @@ def analyze(args: AnalyzeArgs) -> dict[str, Any]:
         min_effect_pct=default.min_effect_pct if args.min_effect_pct is None
         else args.min_effect_pct,
         lower_is_better=default.lower_is_better if args.lower_is_better is None else True,
-        slo=default.slo,
+        slo=default.slo, requests=_requests(records) or default.requests,
     )
     engine = engine_of(records[0].fingerprint, named=records[0].engine)
     report = analyze_records(records, metric=metric, rules=load_rules(), remedies=load_remedies(),
@@ -65,6 +65,15 @@ def analyze(args: AnalyzeArgs) -> dict[str, Any]:
     if (where := non_finite(report)) is not None:
         raise RecordError(f"{source}: the records give a non-finite {where}")
     return report
+
+
+def _requests(records: list[RunRecord]) -> int | None:
+    """The fewest requests a repetition sent, where the records say (their `repetitions`):
+    what a tail percentile rests on (docs/contracts.md "Noise, measured")."""
+    sent = [rep["sent"] for r in records for level in [r.extra, *r.by_load]
+            for rep in (level.get("repetitions") or []) if isinstance(rep, dict)
+            and isinstance(rep.get("sent"), int) and not isinstance(rep.get("sent"), bool)]
+    return min(sent) if sent else None
 
 
 def non_finite(data: Any, path: str = "report") -> str | None:
@@ -96,4 +105,5 @@ def metric_defaults(preset_name: str) -> Metric:
         name=preset.metric, min_effect_pct=preset.min_effect_pct,
         lower_is_better=preset.lower_is_better,
         slo=tuple((key, float(limit)) for key, limit in (preset.slo or {}).items()),
+        requests=describe(preset.engine).requests_of(preset.bench),
     )

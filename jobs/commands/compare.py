@@ -44,7 +44,10 @@ def compare(ctx: Context, args: CompareArgs | None = None) -> dict[str, Any]:
     else:
         newer = _batch(ctx, args.a) if args.a is not None else _latest(ctx)
         older = _earlier(ctx, newer)
-    return compare_batches(_side(ctx, older), _side(ctx, newer))
+    b = _side(ctx, newer)
+    history = {r.approach: ctx.store.history_points(r, row=newer)
+               for r in b.records if r.status == "ok"}
+    return compare_batches(_side(ctx, older), b, history=history)
 
 
 def _latest(ctx: Context) -> BatchRow:

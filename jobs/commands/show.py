@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from jobs.batches import runners, sweeping
-from jobs.batches.execution import build_report
+from jobs.batches.execution import build_report, log_path
 from jobs.batches.probing import probe_report
 from jobs.commands.context import Context
-from jobs.core.errors import UserError
+from jobs.core.errors import UserError, did_you_mean
 from jobs.core.records import RunRecord
 from jobs.store import BatchRow, Store
 from jobs.store.experiments import confirmation_of, latest_experiment
@@ -48,6 +48,40 @@ def show(ctx: Context, batch: str | None = None, *, records_only: bool = False) 
     if records_only:
         return Shown(row=row, records=records, report=None)
     return Shown(row=row, records=records, report=report_of(row, records, store=ctx.store))
+
+
+@dataclass(frozen=True)
+class ServerLog:
+    """One configuration's server log: the whole file where this host has it (the batch ran
+    here), else the last lines its run record keeps, and where the whole file is."""
+
+    batch: str
+    approach: str
+    path: str  # where the worker wrote it, under its data dir
+    host: str | None  # the host that ran the batch
+    text: str
+    whole: bool
+
+
+def server_log(ctx: Context, batch: str | None, approach: str) -> ServerLog:
+    """`show [BATCH] --logs APPROACH`: the approach's server log (a remedy's "read the full
+    server log" points here)."""
+    row = ctx.batch(batch) if batch else latest_experiment(ctx.store)
+    if row is None:
+        raise UserError("no batch stored yet")
+    records = {r.approach: r for r in ctx.store.records(row.id)}
+    record = records.get(approach)
+    if record is None:
+        known = ", ".join(records) or "none yet"
+        raise UserError(f"batch {row.id} has no run of {approach!r}"
+                        f"{did_you_mean(approach, list(records))}; its runs: {known}")
+    path = log_path(row.id, approach)
+    try:
+        return ServerLog(batch=row.id, approach=approach, path=str(path), host=row.host,
+                         text=path.read_text(encoding="utf-8", errors="replace"), whole=True)
+    except OSError:  # on another host (the worker's), or removed by the retention
+        return ServerLog(batch=row.id, approach=approach, path=str(path), host=row.host,
+                         text=record.log_tail, whole=False)
 
 
 def chart_of(data: Shown) -> bytes:

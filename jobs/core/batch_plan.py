@@ -51,6 +51,24 @@ class BatchPlan:
     evidence: tuple[str, ...] = ()  # what the worker measures before the servers (collectives)
     # a queued collectives probe (`probe` from chat): its request as asked, and no configs
     probe: dict[str, Any] | None = None
+    # docs/contracts.md "Noise, measured": the preset's `bracket` (whether a batch of three
+    # configurations or more measures its baseline again last: `is_bracketed`), its `starts`
+    # per configuration, and the requests one benchmark run sends (None: unknown)
+    bracket: bool = False
+    starts: int = 1
+    requests: int | None = None
+
+    @property
+    def is_bracketed(self) -> bool:
+        """Whether the baseline runs again after every other configuration."""
+        servers = len(self.configs) + (self.sweep.max_servers if self.sweep else 0)
+        return self.bracket and servers >= 3
+
+    def ran(self) -> dict[str, Any]:
+        """What the batch runs with, as every report shows it: the `--set` overrides, the
+        repetitions, the starts per configuration, whether the baseline is bracketed."""
+        return {"overrides": dict(self.overrides), "reps": self.reps, "starts": self.starts,
+                "bracket": self.is_bracketed, "warmup": self.warmup}
 
     @property
     def is_probe(self) -> bool:

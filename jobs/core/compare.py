@@ -3,11 +3,15 @@
 Pure: two `Side`s (a batch's plan, records and report) in, plain data out. A is the older
 batch, B the newer; a change is B against A.
 
-**Beyond noise.** A change counts (`beyond_noise`) when the verdict rule "compare" of
-`jobs.core.verdicts` (rule 4 of SPEC.md) would call B improved or regressed with A as its
-baseline: the medians differ by at least the minimum effect (the larger of the two plans'
-`min_effect_pct`) *and*, when both sides have two samples or more, their [min, max] ranges do
-not overlap. An approach that failed on either side has no change; its verdicts still show.
+**Beyond noise** (docs/contracts.md "Noise, measured"). A configuration's change is judged
+against its spread across the batches before B on B's host and stack (`history`: at least 3 of
+them, `jobs.core.noise.judge_change`), in each row's `spread`: within it the change is "within
+its usual spread (±x% over n batches)" and never counts; beyond it, it counts as improved or
+regressed. With fewer earlier batches the change is *unconfirmed*: it counts (`beyond_noise`)
+when the verdict rule "compare" of `jobs.core.verdicts` would call B improved or regressed with
+A as its baseline (the medians differ by at least the larger minimum effect of the two plans
+and, with two samples or more on both sides, the [min, max] ranges do not overlap), and it says
+so. An approach that failed on either side has no change; its verdicts still show.
 
 **Different presets** are compared (approaches are matched by name) with a warning line; a
 different metric or direction is refused, since the values would not be comparable.
@@ -23,11 +27,13 @@ and the change at each level (`jobs.core.compare_levels`); different levels are 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from jobs.core.compare_levels import level_rows, loads_warning, moved_levels, same_loads
 from jobs.core.errors import UserError
+from jobs.core.noise import Point, judge_change
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.stack import Stack, fingerprint_keys
@@ -50,8 +56,11 @@ class Side:
     report: dict[str, Any]
 
 
-def compare_batches(a: Side, b: Side) -> dict[str, Any]:
-    """The comparison of A (older) and B (newer) as plain data (the `compare` templates')."""
+def compare_batches(
+    a: Side, b: Side, *, history: Mapping[str, Sequence[Point]] | None = None
+) -> dict[str, Any]:
+    """The comparison of A (older) and B (newer) as plain data (the `compare` templates');
+    `history`: each of B's configurations measured in earlier batches on its host and stack."""
     if (a.plan.metric, a.plan.lower_is_better) != (b.plan.metric, b.plan.lower_is_better):
         raise UserError(
             f"{a.batch} and {b.batch} measure different things ({_metric_name(a.plan)} vs "
@@ -65,7 +74,8 @@ def compare_batches(a: Side, b: Side) -> dict[str, Any]:
                         "matched by name")
     if (different := loads_warning(a.report, b.report)) is not None:
         warnings.append(different)
-    every = [_row(name, a, b, metric=metric) for name in _names(a, b)]
+    every = [_row(name, a, b, metric=metric, points=(history or {}).get(name, ()))
+             for name in _names(a, b)]
     rows = [r for r in every if r["a"]["present"] or r["b"]["present"]]
     if (loads := same_loads(a.report, b.report)) is not None:
         for row in rows:  # both batches ran these levels: each row's, side by side
@@ -167,18 +177,26 @@ def _changes(a: dict[str, Any], b: dict[str, Any], *, mask: bool = False) -> lis
     return out
 
 
-def _row(name: str, a: Side, b: Side, *, metric: Metric) -> dict[str, Any]:
+def _row(name: str, a: Side, b: Side, *, metric: Metric,
+         points: Sequence[Point]) -> dict[str, Any]:
     ours, theirs = _cell(b, name, metric.name), _cell(a, name, metric.name)
-    change = beyond = None
+    change = beyond = spread = None
     a_samples, b_samples = theirs.pop("_samples"), ours.pop("_samples")
     if theirs["value"] is not None and ours["value"] is not None and theirs["value"] != 0:
         change = round((ours["value"] - theirs["value"]) / theirs["value"] * 100.0, 1)
-        verdict = compare(b_samples, a_samples, metric=metric, value=ours["value"], delta=change)
-        beyond = verdict.verdict in ("improved", "regressed")
+        spread = judge_change(ours["value"], points=points, lower_is_better=metric.lower_is_better,
+                              min_effect_pct=metric.min_effect_pct)
+        if spread["state"] == "unconfirmed":
+            verdict = compare(b_samples, a_samples, metric=metric, value=ours["value"],
+                              delta=change)
+            beyond = verdict.verdict in ("improved", "regressed")
+        else:
+            beyond = spread["state"] in ("improved", "regressed")
     return {
         "approach": name, "role": ours["role"] or theirs["role"], "a": theirs, "b": ours,
         "change_pct": change, "beyond_noise": bool(beyond),
-        "direction": None if not beyond else _direction(change, metric),
+        "direction": None if not beyond else _direction(change, metric, spread=spread),
+        "spread": spread,
     }
 
 
@@ -186,7 +204,11 @@ def _at(side: Side, name: str) -> tuple[RunRecord | None, dict[str, Any]]:
     return next((r for r in side.records if r.approach == name), None), side.report
 
 
-def _direction(change: float | None, metric: Metric) -> str:
+def _direction(change: float | None, metric: Metric, *,
+               spread: Mapping[str, Any] | None = None) -> str:
+    """better or worse: against the spread where it judged, else against A."""
+    if spread is not None and spread["state"] in ("improved", "regressed"):
+        return "better" if spread["state"] == "improved" else "worse"
     better = (change or 0) > 0 if not metric.lower_is_better else (change or 0) < 0
     return "better" if better else "worse"
 

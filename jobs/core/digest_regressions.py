@@ -3,10 +3,13 @@
 Absolute values are never compared across batches (SPEC.md), except those of one configuration
 on one host and stack, where nothing but time differs. So a regression is one of:
 
-- **baseline**: the baseline's value against the latest earlier experiment of the preset whose
+- **baseline**: the baseline's value against the earlier experiments of the preset whose
   baseline ran the same configuration (resolved server_args and env, bench settings, metric) on
-  the same host (worker) and stack, regressed beyond its noise by the verdict rules (at least
-  the later plan's min_effect_pct, and with 2+ repetitions on both sides, disjoint ranges);
+  the same host (worker) and stack (docs/contracts.md "Noise, measured"): with 3 or more of them,
+  a regression beyond their spread (`jobs.core.noise.judge_change`; within it, none); with
+  fewer, a regression beyond its noise against the latest of them by the verdict rules (at least
+  the later plan's min_effect_pct, and with 2+ repetitions on both sides, disjoint ranges),
+  named unconfirmed;
 - **best**: the earlier experiment's best judged approach (largest delta against its own
   baseline), judged again by the next experiment of the preset with a worse verdict (improved →
   unchanged or regressed, unchanged → regressed): the effect itself moved. Its deltas are each
@@ -30,6 +33,7 @@ from jobs.core.batches import BatchRow
 from jobs.core.digest_memory import judged_results, stack_change, sweep_points
 from jobs.core.experiments import Experiment, experiments
 from jobs.core.memory import config_key, stack_key
+from jobs.core.noise import Point, judge_change
 from jobs.core.records import RunRecord
 from jobs.core.verdicts import Metric, change_pct, compare, median
 
@@ -60,20 +64,19 @@ def regressions(
 def _baselines(
     exps: Sequence[Experiment], records: Mapping[str, Sequence[RunRecord]], *, since: dt.datetime
 ) -> list[dict[str, Any]]:
-    held: dict[tuple[str, ...], tuple[BatchRow, RunRecord]] = {}
+    held: dict[tuple[str, ...], list[tuple[BatchRow, RunRecord]]] = {}
     out = []
     for exp in exps:
         row = exp.row
         record = _baseline_of(row, records.get(row.id, ()))
         if record is None:
             continue
-        key = _identity(row, record)
-        earlier = held.get(key)
-        if earlier is not None and row.created_at >= since:
+        earlier = held.setdefault(_identity(row, record), [])
+        if earlier and row.created_at >= since:
             moved = _value_regressed(earlier, (row, record))
             if moved is not None:
                 out.append(moved)
-        held[key] = (row, record)
+        earlier.append((row, record))
     return out
 
 
@@ -92,9 +95,10 @@ def _baseline_of(row: BatchRow, records: Sequence[RunRecord]) -> RunRecord | Non
 
 
 def _value_regressed(
-    before: tuple[BatchRow, RunRecord], after: tuple[BatchRow, RunRecord]
+    before: Sequence[tuple[BatchRow, RunRecord]], after: tuple[BatchRow, RunRecord]
 ) -> dict[str, Any] | None:
-    (old_row, old), (new_row, new) = before, after
+    """The baseline's move against its earlier batches (oldest first), or None."""
+    (old_row, old), (new_row, new) = before[-1], after
     plan = new_row.plan
     samples, base = new.samples(plan.metric), old.samples(plan.metric)
     value, base_value = median(samples), median(base)
@@ -103,15 +107,27 @@ def _value_regressed(
     metric = Metric(name=plan.metric, min_effect_pct=plan.min_effect_pct,
                     lower_is_better=plan.lower_is_better)
     delta = None if raw is None else round(raw, 1)
-    if compare(samples, base, metric=metric, value=value, delta=delta).verdict != "regressed":
-        return None
+    spread = judge_change(value, points=[_point(r, record, plan.metric) for r, record in before],
+                          lower_is_better=plan.lower_is_better,
+                          min_effect_pct=plan.min_effect_pct)
+    if spread["state"] == "unconfirmed":
+        if compare(samples, base, metric=metric, value=value, delta=delta).verdict != "regressed":
+            return None
+    elif spread["state"] != "regressed":
+        return None  # within its usual spread: never a regression
     return {
         "preset": new_row.preset, "what": "baseline", "metric": plan.metric, "delta_pct": delta,
         "from": {"batch": old_row.id, "approach": old.approach, "value": base_value},
         "to": {"batch": new_row.id, "approach": new.approach, "value": value},
-        "same": "the same configuration on the same host and stack",
-        "stack": [], "overrides": [],
+        "same": f"the same configuration on the same host and stack: {spread['text']}",
+        "spread": spread, "stack": [], "overrides": [],
     }
+
+
+def _point(row: BatchRow, record: RunRecord, metric: str) -> Point:
+    samples = record.samples(metric)
+    return Point(batch=row.id, value=median(samples) or 0.0, low=min(samples),
+                 high=max(samples))
 
 
 def judged_of(exp: Experiment) -> Judgements:

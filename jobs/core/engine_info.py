@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from jobs.core.errors import PresetError, UserError
 
 _KEYS = frozenset({"name", "title", "called", "module", "version_key", "python_env", "gpu",
                    "default", "parallel_args", "speculative_args", "metrics", "required_args",
-                   "slo_keys", "evidence", "server_metrics"})
+                   "slo_keys", "evidence", "server_metrics", "bench_prompts", "log_gauges"})
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,12 @@ class EngineInfo:
     metrics: tuple[str, ...] = ()
     required_args: tuple[str, ...] = ()  # server args every configuration must set
     slo_keys: tuple[str, ...] = ()  # the benchmark's result keys a preset's `slo` may limit
+    # The bench setting of how many requests one benchmark run sends, and its default: what a
+    # tail percentile rests on (docs/contracts.md "Noise, measured")
+    bench_prompts: dict[str, Any] = field(default_factory=dict)
+    # Gauges read off the server's own log lines (name -> {pattern, scale}): what a run's log
+    # tail says of its load where the record has no server metrics (jobs.core.hypotheses)
+    log_gauges: dict[str, Any] = field(default_factory=dict)
     # How a configuration's evidence is found (jobs.evidence.plan_evidence reads it): the model
     # folder's arg, the tensor-parallel args, the tokens of one verify step...
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -52,6 +59,13 @@ class EngineInfo:
     @property
     def in_text(self) -> str:
         return self.called or self.title
+
+    def requests_of(self, bench: Mapping[str, Any]) -> int | None:
+        """How many requests a benchmark run with these `bench` settings sends (None: the
+        engine does not say)."""
+        arg, default = self.bench_prompts.get("arg"), self.bench_prompts.get("default")
+        value = bench.get(arg, default) if arg else None
+        return value if isinstance(value, int) and not isinstance(value, bool) else None
 
     def python(self) -> str:
         """The interpreter whose `-m` runs the engine (the worker's setting), else python3."""
@@ -82,6 +96,8 @@ def _registered(folder: Path) -> dict[str, EngineInfo]:
             "slo_keys": tuple(data.get("slo_keys") or ()),
             "evidence": dict(data.get("evidence") or {}),
             "server_metrics": dict(data.get("server_metrics") or {}),
+            "bench_prompts": dict(data.get("bench_prompts") or {}),
+            "log_gauges": dict(data.get("log_gauges") or {}),
         })
         found[info.name] = info
     if sum(i.default for i in found.values()) != 1:

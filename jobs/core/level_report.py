@@ -20,6 +20,7 @@ from jobs.core.levels import (
     view,
 )
 from jobs.core.loads import Load, load_label
+from jobs.core.noise import few_samples_caveat
 from jobs.core.records import RunRecord
 from jobs.core.verdicts import Metric, Verdict, has_failed, median
 
@@ -74,11 +75,21 @@ def add_levels(
     report["slo_measured"] = any(
         key in part for r in records for key in metric.limits
         for part in (r.metrics, *(lv.get("metrics") or {} for lv in r.by_load)))
+    # docs/contracts.md "Noise, measured": a tail percentile over too few requests is judged,
+    # and marked
+    caveats = [c for key in metric.limits if (c := few_samples_caveat(key, metric.requests))]
+    report["slo_caveats"] = caveats
+    report["slo_samples"] = "few" if caveats else None
     levels: list[Load] = [] if loads is None else [{loads["knob"]: v} for v in loads["levels"]]
     report["baseline"]["by_load"] = baseline_levels(baseline, levels, metric=metric)
     for result, verdict in zip(report["results"], verdicts, strict=True):
         result["by_load"] = report_levels(verdict) if levels else None
         result["crossover"] = crossover(verdict.levels) if verdict.verdict == "mixed" else None
+    if caveats:
+        for entry in [*(report["baseline"]["by_load"] or []),
+                      *(e for r in report["results"] for e in r["by_load"] or [])]:
+            if entry.get("slo") is not None:
+                entry["slo_samples"] = "few"
 
 
 def baseline_levels(

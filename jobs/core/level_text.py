@@ -47,8 +47,10 @@ def loads_line(report: Mapping[str, Any]) -> str:
         parts.append("Loads: " + loads_text([{loads["knob"]: v} for v in loads["levels"]]))
     if slo:
         unmeasured = report.get("slo_measured") is False
+        caveats = report.get("slo_caveats") or []
         parts.append("SLO: " + slo_text(slo) + (" (not measured: no run reported these keys)"
-                                                if unmeasured else ""))
+                                                if unmeasured else "")
+                     + (f" ({'; '.join(caveats)})" if caveats and not unmeasured else ""))
     elif loads:
         parts.append("no SLO")
     return SEPARATOR.join(parts)

@@ -17,6 +17,7 @@ from typing import Any
 from jobs.core import verdicts
 from jobs.core.engine_info import describe, engine_of
 from jobs.core.loads import Load, load_label
+from jobs.core.noise import Spread
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet
 from jobs.core.units import with_unit
@@ -33,12 +34,14 @@ def is_level_aware(records: Sequence[RunRecord], metric: Metric) -> bool:
 
 
 def judge(
-    record: RunRecord, baseline: RunRecord, *, metric: Metric, rules: RuleSet
+    record: RunRecord, baseline: RunRecord, *, metric: Metric, rules: RuleSet,
+    history: Spread | None = None,
 ) -> Verdict:
     """The verdict of one approach against the baseline, level by level where the batch has
-    load levels or an SLO (a batch with an SLO and no loads is one level: the run itself)."""
+    load levels or an SLO (a batch with an SLO and no loads is one level: the run itself);
+    `history`: the baseline's spread across earlier batches (one operating point only)."""
     if not is_level_aware([record, baseline], metric):
-        return verdicts.judge(record, baseline, metric=metric, rules=rules)
+        return verdicts.judge(record, baseline, metric=metric, rules=rules, history=history)
     loads = [level["load"] for level in (record.by_load or baseline.by_load)] or [{}]
     levels = [_level(record, baseline, load, metric=metric, rules=rules) for load in loads]
     return remembered(record, _overall(levels))
@@ -246,7 +249,8 @@ def _short(verdict: Verdict) -> str:
     if verdict.verdict in ("skipped", "cancelled"):
         return "not reached" if verdict.verdict == "skipped" else "cancelled"
     reasons = {"noise": "noisy", "baseline": "baseline failed", "confound": "confound",
-               "drift": "drift", "fallback": "fell back"}
+               "drift": "drift", "fallback": "fell back", "host-drift": "host drift",
+               "one-rep": "one repetition"}
     shown = reasons.get(verdict.reason or "", "inconclusive")
     return f"{verdict.delta_pct:+.1f}% {shown}" if verdict.delta_pct is not None and \
         verdict.reason == "noise" else shown

@@ -45,13 +45,20 @@ def next_steps(
     rules: RuleSet,
     flags: FlagFacts | None = None,
     engine: str | None = None,
+    settled: frozenset[str] = frozenset(),
+    unexplained: frozenset[str] = frozenset(),
 ) -> list[dict[str, Any]]:
     """`flags`: what is known of the engine's flags across releases; `engine`: the engine the
-    batch ran (the plan's), else told from the baseline."""
+    batch ran (the plan's), else told from the baseline; `settled`: confounded approaches whose
+    retry the batch already measured (jobs.core.twins): no retry step for them; `unexplained`:
+    wins their hypothesis does not explain (jobs.core.hypotheses): adopted once confirmed at the
+    loads that matter."""
     pairs = list(zip(approaches, verdicts, strict=True))
     ran = engine or engine_of(baseline.fingerprint, named=baseline.engine)
-    steps: list[dict[str, Any]] = _rerun_steps(pairs, baseline=baseline)
-    steps.extend(adopt_steps(approaches, verdicts, key=key, metric=metric))
+    steps: list[dict[str, Any]] = _rerun_steps(
+        [(r, v) for r, v in pairs if r.approach not in settled], baseline=baseline)
+    steps.extend(adopt_steps(approaches, verdicts, key=key, metric=metric,
+                             unexplained=unexplained))
     steps.extend(_remedy_steps(
         pairs, baseline=baseline, metric=metric, remedies=remedies, rules=rules, flags=flags,
         engine=ran,
@@ -117,6 +124,19 @@ def _retry(record: RunRecord, verdict: Verdict) -> dict[str, Any]:
             action=f"Re-run {name} where its feature is supported (another GPU or "
             f"{_title(record)} release): the server fell back to the default path",
             why=verdict.why, effort="medium",
+        )
+    if verdict.reason == "one-rep":
+        return make_step(
+            "retry", record.approach,
+            action=f"Re-run {name} with --reps 3: one repetition is no noise estimate",
+            why=verdict.why, effort="low",
+        )
+    if verdict.reason == "host-drift":
+        return make_step(
+            "retry", record.approach,
+            action=f"Re-run {name} when the host is quiet, or with `starts: 2` so that its "
+            "range holds the host's noise",
+            why=verdict.why, effort="low",
         )
     if verdict.reason == "drift":
         return make_step(
@@ -227,6 +247,7 @@ def _fields(
                     else "a value of the type it expects"),
         "hint": (problem.hint if problem and problem.hint else "no close match was found"),
         "evidence": evidence,
+        "batch": record.batch,
     }
 
 

@@ -20,8 +20,11 @@ def adopt_steps(
     *,
     key: dict[str, Any] | None,
     metric: Metric,
+    unexplained: frozenset[str] = frozenset(),
 ) -> list[dict[str, Any]]:
-    """The key achievement's adopt step first, then one for each other mixed result."""
+    """The key achievement's adopt step first, then one for each other mixed result; one whose
+    win its hypothesis does not explain (`unexplained`) is confirmed at the loads that matter
+    first."""
     pairs = list(zip(approaches, verdicts, strict=True))
     steps: list[dict[str, Any]] = []
     if key is not None:
@@ -34,6 +37,11 @@ def adopt_steps(
         else:
             knobs = knob_text(record.change)
             action = f"Make {record.approach} the new baseline" + (f" ({knobs})" if knobs else "")
+            if record.approach in unexplained:
+                action = (f"Confirm {record.approach} at the loads that matter (`loads:` with "
+                          f"the concurrencies you serve), then make it the new baseline"
+                          + (f" ({knobs})" if knobs else "")
+                          + ": its gain is not the one its hypothesis predicts")
             step = make_step("adopt", record.approach, action=action, why=why, effort="low")
             if "load" in key:
                 step["load"] = load

@@ -19,6 +19,7 @@ from jobs.core.batch_plan import BatchPlan, to_plan
 from jobs.core.configs import RunConfig
 from jobs.core.configs import is_same_value as _same
 from jobs.core.configs import merge_args as _merge
+from jobs.core.engine_info import describe
 from jobs.core.errors import KnobError, UserError
 from jobs.core.loads import normal_loads
 from jobs.core.points import baseline_index
@@ -36,13 +37,19 @@ __all__ = [
 
 
 def parse_sets(items: list[str] | None) -> dict[str, Scalar]:
-    """`KNOB=VALUE` strings, VALUE read as a YAML scalar (`0.80` is 0.8)."""
+    """`KNOB=VALUE` strings, VALUE read as a YAML scalar (`0.80` is 0.8); a knob set twice is
+    refused (which value ran would be a guess: docs/contracts.md "Noise, measured")."""
     out: dict[str, Scalar] = {}
+    given: dict[str, str] = {}
     for item in items or []:
         knob, sep, raw = item.partition("=")
         knob = knob.strip()
         if not sep or not knob:
             raise KnobError(f"--set needs KNOB=VALUE, got {item!r}")
+        if knob in given:
+            raise KnobError(f"--set {knob} is given twice ({given[knob]!r}, then {raw!r}): set "
+                            "each knob once")
+        given[knob] = raw
         try:
             value = yaml.safe_load(raw) if raw.strip() else ""
         except yaml.YAMLError:
@@ -65,6 +72,7 @@ def resolve(
     overrides = dict(overrides or {})
     if reps is not None and reps < 1:
         raise UserError(f"--reps must be at least 1, got {reps}")
+    _check_noise(preset, reps=reps or preset.reps)
     _check_overrides(preset, overrides)
     env_knobs = _env_knobs(preset)
     for knob, value in overrides.items():  # SPEC.md: secrets stay references
@@ -112,7 +120,17 @@ def resolve(
         loads=normal_loads(preset.loads),
         slo={k: float(v) for k, v in (preset.slo or {}).items()},
         evidence=tuple(preset.evidence),
+        bracket=preset.bracket, starts=preset.starts,
+        requests=describe(preset.engine).requests_of(preset.bench),
     )
+
+
+def _check_noise(preset: Preset, *, reps: int) -> None:
+    """docs/contracts.md "Noise, measured": every start runs a repetition."""
+    if preset.starts > reps:
+        raise UserError(f"preset {preset.name!r} starts each server {preset.starts} times and "
+                        f"runs {reps} repetition{'s' if reps != 1 else ''}: each start needs "
+                        f"one (--reps {preset.starts} or more)")
 
 
 def _resolve_sweep(

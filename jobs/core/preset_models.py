@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from jobs.core.engine_info import default_engine, engine_names
 from jobs.core.errors import PresetError
 from jobs.core.limits import MAX_MIN_EFFECT_PCT, MAX_PRESET_REPS, MAX_TIMEOUT_S
+from jobs.core.noise import MAX_STARTS
 from jobs.core.sweeps import Sweep
 
 Scalar = str | int | float | bool | None
@@ -65,6 +66,13 @@ class Preset(_Frozen):
     # pass runs cold (lazy initialisation, allocator, caches) at about half speed, and as a
     # sample it would widen every range. Run and recorded (the record's `warmup`), never a sample.
     warmup: bool = True
+    # docs/contracts.md "Noise, measured": the baseline measured first and again last (a batch
+    # of three configurations or more), each configuration's server started `starts` times with
+    # its repetitions spread over them, and a tail-percentile SLO over fewer requests than it
+    # needs judged anyway (marked) only when the preset says so
+    bracket: bool = True
+    starts: int = Field(default=1, ge=1, le=MAX_STARTS)
+    allow_few_samples: bool = False
     timeouts: Timeouts = Field(default_factory=Timeouts)
     bench: dict[str, Scalar] = Field(default_factory=dict)
     overridable: tuple[str, ...] = ()

@@ -21,9 +21,11 @@ import yaml
 from pydantic import ValidationError
 
 from jobs import settings
+from jobs.core.engine_info import describe
 from jobs.core.errors import PresetError
 from jobs.core.limits import MAX_DEPTH
 from jobs.core.loads import load_problems, slo_problems
+from jobs.core.noise import slo_sample_problem
 from jobs.core.preset_files import read_preset_text, yaml_depth
 from jobs.core.preset_models import Approach, Config, Preset, Scalar, ServerValue, Timeouts
 from jobs.core.protected_knobs import (
@@ -166,7 +168,20 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
         raise PresetError(f"{source}{_line_of(node, loc)}: {message}")
     for loc, message in literal_secret_problems(preset)[:1]:  # SPEC: secrets stay references
         raise PresetError(f"{source}{_line_of(node, loc)}: {message}")
+    _check_tail_samples(preset, node=node, source=source)
     return preset
+
+
+def _check_tail_samples(preset: Preset, *, node: yaml.Node | None, source: str) -> None:
+    """A tail-percentile SLO over fewer requests per run than the percentile needs is refused,
+    unless the preset sets `allow_few_samples` (docs/contracts.md "Noise, measured")."""
+    requests = describe(preset.engine).requests_of(preset.bench)
+    if not preset.slo or requests is None or preset.allow_few_samples:
+        return
+    for key in preset.slo:
+        problem = slo_sample_problem([key], requests=requests)
+        if problem is not None:
+            raise PresetError(f"{source}{_line_of(node, ('slo', key))}: key {problem}")
 
 
 def _check_sweep(preset: Preset, *, node: yaml.Node | None, source: str) -> None:

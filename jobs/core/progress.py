@@ -49,16 +49,19 @@ def phase_text(event: Event, level: Event | None = None) -> str:
 
 
 def _phase_words(event: Event) -> str:
+    """The phase's words; with `starts: N` (docs/contracts.md "Noise, measured") each names its
+    server start first: 'start 2/3 · rep 1/1'."""
+    start = f"start {event['start']}/{event['starts']} · " if event.get("starts") else ""
     phase = str(event.get("phase", ""))
     if event.get("error"):
-        return f"{phase} failed: {event['error']}"
+        return f"{start}{phase} failed: {event['error']}"
     if phase == "warmup":
-        return f"warm-up {NOT_A_SAMPLE}"
+        return f"{start}warm-up {NOT_A_SAMPLE}"
     if phase == "repetition":
-        return f"rep {event.get('rep')}/{event.get('reps')}"
+        return f"{start}rep {event.get('rep')}/{event.get('reps')}"
     if phase == "result":
-        return result_text(event)
-    return phase
+        return start + result_text(event)
+    return start + phase
 
 
 def result_text(event: Event) -> str:

@@ -80,6 +80,14 @@ class RunRecord:
                  if k not in ("by_load", "warmup", "repetitions", "stopped_early")}
         extra.update({k: level[k] for k in ("warmup", "repetitions", "stopped_early")
                       if k in level})
+        bracket = self.extra.get("bracket")  # the baseline's closing run, at the same level
+        if isinstance(bracket, dict) and isinstance(bracket.get("by_load"), list):
+            closing = bracket["by_load"]
+            at = closing[index] if index < len(closing) and isinstance(closing[index],
+                                                                       dict) else {}
+            extra["bracket"] = {**{k: v for k, v in bracket.items() if k != "by_load"},
+                                "metrics": at.get("metrics") or {},
+                                "status": at.get("status", bracket.get("status", "ok"))}
         metrics = level.get("metrics")
         status = level.get("status")
         return dataclasses.replace(
@@ -140,6 +148,14 @@ def to_record(data: Any, *, where: str = "record") -> RunRecord:
     ):
         raise RecordError(f"{where}: 'fallbacks' must be a list of strings")
     warmup = data.get("warmup")  # the warm-up pass before the repetitions, or null
+    if data.get("bracket") is not None and not (  # the baseline's closing run
+            isinstance(data["bracket"], dict) and isinstance(data["bracket"].get("metrics", {}),
+                                                              dict)):
+        raise RecordError(f"{where}: 'bracket' must be an object with 'metrics' or null")
+    starts = data.get("starts")  # each server start's own metrics
+    if starts is not None and not (isinstance(starts, list)
+                                   and all(isinstance(s, dict) for s in starts)):
+        raise RecordError(f"{where}: 'starts' must be a list of objects")
     if warmup is not None and not isinstance(warmup, dict):
         raise RecordError(f"{where}: 'warmup' must be an object or null")
     exit_code = data.get("exit_code")
@@ -270,6 +286,10 @@ def _check_metrics(record: RunRecord, *, where: str) -> None:
     """Every measured number is a rate, a time, a count or a length: never below 0."""
     measured = [("metrics", name, values) for name, values in record.metrics.items()]
     measured += [("warmup", name, value) for name, value in (record.warmup or {}).items()]
+    bracket = record.extra.get("bracket")
+    if isinstance(bracket, dict) and isinstance(bracket.get("metrics"), dict):
+        measured += [("bracket.metrics", name, values)
+                     for name, values in bracket["metrics"].items()]
     for where_in, name, values in measured:
         for value in values if isinstance(values, list) else [values]:
             if is_number(value) and not 0 <= value <= MAX_METRIC:

@@ -28,6 +28,7 @@ FLAG_PROBLEMS: tuple[str, ...] = get_args(FlagKind)
 PLACEHOLDERS = frozenset({
     "approaches", "compute_capability", "gpu", "interconnect", "metric", "unit", "engine",
     "flag", "new_flag", "value", "choices", "hint", "release", "evidence", "comm_ms", "needed_ms",
+    "batch",
 })
 
 

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -12,14 +13,17 @@ from typing import Any
 from jobs.core.diagnosis import FlagFacts
 from jobs.core.engine_info import describe
 from jobs.core.errors import RecordError
+from jobs.core.hypotheses import unexplained_wins
 from jobs.core.level_report import add_levels, key_achievement
 from jobs.core.levels import is_level_aware, judge
 from jobs.core.next_steps import cause_rank, next_steps
+from jobs.core.noise import Bracket, Spread, bracket_of
 from jobs.core.records import RunRecord
 from jobs.core.remedies import Remedies
 from jobs.core.rules import RuleSet
 from jobs.core.server_quotes import server_sentences
 from jobs.core.stack import Stack
+from jobs.core.twins import twin_sentence, twins
 from jobs.core.verdicts import Metric, Verdict, change_pct, has_failed, median
 from jobs.core.verify_budget import budget_sentence, cycle_ms, slower_sentence, with_comm
 
@@ -46,14 +50,20 @@ def analyze(
     judged: Mapping[str, Verdict] | None = None,
     flags: FlagFacts | None = None,
     engine: str | None = None,
+    ran: Mapping[str, Any] | None = None,
+    history: Spread | None = None,
 ) -> dict[str, Any]:
     """The report of a batch's records; `judged` holds verdicts already given, by approach (a
     worker judges each run as it ends), so that each approach is judged once. `flags` (the engine's
-    flag table) and `engine` (the plan's) let the remedies fit what the batch ran."""
+    flag table) and `engine` (the plan's) let the remedies fit what the batch ran. `ran`: what the
+    batch ran with (its `--set` overrides, reps, starts and bracket), shown in every format.
+    `history`: the baseline's spread across earlier batches on its host and stack, a noise
+    figure where a side has a single repetition."""
     baseline, approaches = split_batch(records)
     known = judged or {}
     verdicts = [
-        known[r.approach] if r.approach in known else judge(r, baseline, metric=metric, rules=rules)
+        known[r.approach] if r.approach in known
+        else judge(r, baseline, metric=metric, rules=rules, history=history)
         for r in approaches
     ]
     base_value = median(baseline.samples(metric.name))
@@ -61,10 +71,14 @@ def analyze(
     values["baseline"] = base_value
     base_speculates = baseline.accept_length is not None
     others = {r.approach: r for r in records}
+    measured_twins = twins(approaches, verdicts, baseline=baseline)
+    unexplained = unexplained_wins(approaches, verdicts, baseline=baseline)
     results = [
         _result(
             record, verdict, metric=metric, values=values, base_value=base_value,
             base_speculates=base_speculates, others=others,
+            said=[twin_sentence(verdict, twin) if (twin := measured_twins.get(record.approach))
+                  else None, unexplained.get(record.approach)],
         )
         for record, verdict in zip(approaches, verdicts, strict=True)
     ]
@@ -83,6 +97,7 @@ def analyze(
             "value": base_value,
             "status": "failed" if has_failed(baseline, metric.name) else baseline.status,
             "samples": baseline.samples(metric.name),
+            **_bracketed(bracket_of(baseline, metric.name), metric=metric),
         },
         "results": results,
         "key_achievement": key,
@@ -90,14 +105,35 @@ def analyze(
         "next_steps": next_steps(
             approaches, verdicts, key=key, baseline=baseline, metric=metric,
             remedies=remedies, rules=rules, flags=flags, engine=engine,
+            settled=frozenset(measured_twins), unexplained=frozenset(unexplained),
         ),
         "fingerprint": baseline.fingerprint,
         "engine": engine_of_batch(baseline, engine),
         "counts": dict(Counter(v.verdict for v in verdicts)),
     }
+    if ran is not None:
+        report["overrides"] = dict(ran.get("overrides") or {})
+        report["ran"] = {k: v for k, v in ran.items() if k != "overrides"}
     if by_level:
         add_levels(report, records=records, baseline=baseline, verdicts=verdicts, metric=metric)
     return report
+
+
+def _bracketed(bracket: Bracket | None, *, metric: Metric) -> dict[str, Any]:
+    """The baseline's keys of a bracketed batch (docs/contracts.md "Noise, measured"): both
+    runs' medians, the drift, every sample of both (its range), and `drift` in words when the
+    host drifted beyond noise; nothing for a batch that was not bracketed."""
+    if bracket is None:
+        return {}
+    drift = bracket.drift_pct
+    out: dict[str, Any] = {"bracket": list(bracket.medians),
+                           "drift_pct": None if drift is None else round(drift, 1),
+                           "samples": list(bracket.samples), "bracket_status": bracket.status}
+    if drift is not None and bracket.is_beyond(metric.min_effect_pct):
+        margin = abs(drift) + metric.min_effect_pct
+        out["drift"] = (f"the host drifted {drift:+.1f}% during the batch (the baseline's first "
+                        f"and last runs): a change within ±{margin:.1f}% is inconclusive")
+    return out
 
 
 def _result(
@@ -109,9 +145,14 @@ def _result(
     base_value: float | None,
     base_speculates: bool,
     others: Mapping[str, RunRecord],
+    said: Sequence[str | None] = (),
 ) -> dict[str, Any]:
+    """One result; `said`: what the report adds to its why (a twin measured without its
+    confound, a win its hypothesis does not explain)."""
     even = with_comm(_break_even(record, verdict, metric=metric, base_value=base_value,
                                  base_speculates=base_speculates), record)
+    if any(said):
+        verdict = dataclasses.replace(verdict, why="; ".join([verdict.why, *filter(None, said)]))
     return {
         "approach": record.approach,
         "verdict": verdict.verdict,

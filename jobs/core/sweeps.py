@@ -201,10 +201,12 @@ def confirmed_steps(
     *,
     metric: str,
     base_value: float | None,
+    key: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The next steps with the sweep's points judged by the confirmation alone: a confirmed
     winner's `adopt` names its knobs and the confirmed margin; an unconfirmed point is neither
-    adopted nor accepted (the baseline is accepted instead). Ranks are renumbered."""
+    adopted nor accepted (the report's key achievement among the preset's own approaches, `key`,
+    is accepted instead, else the baseline). Ranks are renumbered."""
     confirmed = confirmation is not None and confirmation.get("verdict") == "improved"
     out: list[dict[str, Any]] = []
     for step in steps:
@@ -229,6 +231,13 @@ def confirmed_steps(
                  "why": f"confirmed by batch {confirmation['batch']}: "
                         f"{confirmation['delta_pct']:+.1f}% on {metric}"},
                 winner, confirmation, metric=metric))
+        elif step["kind"] == "accept" and not holds and key is not None \
+                and sweep.points.find(str(key.get("approach"))) is None:
+            shown = with_unit(f"{float(key['value']):.4g}", metric)
+            out.append({**step, "approach": key["approach"],
+                        "action": f"Keep {key['approach']} ({shown}) until a next step beats it",
+                        "why": f"the best configuration measured in this batch; the sweep's "
+                               f"best point ({knobs}) did not hold up in its confirmation"})
         elif step["kind"] == "accept" and not holds:
             if base_value is None:  # accept names a measured configuration, or is left out
                 continue

@@ -16,6 +16,7 @@ from typing import Any
 
 from jobs.core.deltas import change_pct as change_pct  # re-exported: where callers look
 from jobs.core.deltas import is_better as is_better
+from jobs.core.noise import Noise, Spread, noise_of
 from jobs.core.plans import confounds
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, cause_of, fallback_line
@@ -35,8 +36,10 @@ class Metric:
     name: str = "output_throughput"
     min_effect_pct: float = 2.0
     lower_is_better: bool = False
-    # SPEC.md's `slo`: upper limits on benchmark result keys, as (key, limit) pairs
+    # docs/contracts.md's `slo`: upper limits on benchmark result keys, as (key, limit) pairs
     slo: tuple[tuple[str, float], ...] = ()
+    # the requests each benchmark run sends: what a tail percentile rests on (None: unknown)
+    requests: int | None = None
 
     @property
     def limits(self) -> dict[str, float]:
@@ -50,8 +53,9 @@ class Verdict:
     value: float | None
     delta_pct: float | None
     why: str
-    # Why an inconclusive verdict is inconclusive: baseline | confound | drift | fallback | noise
-    # | slo (both sides break a limit).
+    # Why an inconclusive verdict is inconclusive: baseline | confound | drift (the stack) |
+    # fallback | noise | host-drift (the host drifted during the batch) | one-rep (a single
+    # repetition and no noise figure) | slo (both sides break a limit).
     reason: str | None = None
     confound: tuple[str, str, str] | None = None
     # The verdict at each load level (the report's `by_load` entries; jobs.core.levels).
@@ -67,11 +71,14 @@ def has_failed(record: RunRecord, metric: str) -> bool:
 
 
 def judge(
-    record: RunRecord, baseline: RunRecord, *, metric: Metric, rules: RuleSet
+    record: RunRecord, baseline: RunRecord, *, metric: Metric, rules: RuleSet,
+    history: Spread | None = None,
 ) -> Verdict:
     """The verdict of one approach against the baseline at one operating point (a batch with
-    load levels or an SLO is judged by jobs.core.levels, level by level, with these rules)."""
-    return remembered(record, judge_point(record, baseline, metric=metric, rules=rules))
+    load levels or an SLO is judged by jobs.core.levels, level by level, with these rules);
+    `history`: the baseline's spread across earlier batches, a noise figure for one repetition."""
+    return remembered(record, judge_point(record, baseline, metric=metric, rules=rules,
+                                          history=history))
 
 
 def remembered(record: RunRecord, verdict: Verdict) -> Verdict:
@@ -87,9 +94,11 @@ def remembered(record: RunRecord, verdict: Verdict) -> Verdict:
 
 
 def judge_point(
-    record: RunRecord, baseline: RunRecord, *, metric: Metric, rules: RuleSet
+    record: RunRecord, baseline: RunRecord, *, metric: Metric, rules: RuleSet,
+    history: Spread | None = None,
 ) -> Verdict:
-    """SPEC.md's verdict rules, in their order, for one operating point of two runs."""
+    """docs/contracts.md's verdict rules, in their order, for one operating point of two runs,
+    against the noise the baseline measured (jobs.core.noise)."""
     samples = record.samples(metric.name)
     value = median(samples)
     if record.status in ("cancelled", "skipped"):
@@ -138,7 +147,9 @@ def judge_point(
         why = f"the server fell back from the declared change: “{_clip(fell_back)}”"
         return Verdict("inconclusive", None, value, delta, why, reason="fallback")
     assert value is not None
-    return compare(samples, base_samples, metric=metric, value=value, delta=delta)
+    noise = noise_of(baseline, metric=metric.name, min_effect_pct=metric.min_effect_pct,
+                     history=history)
+    return compare(samples, base_samples, metric=metric, value=value, delta=delta, noise=noise)
 
 
 def compare(
@@ -148,8 +159,13 @@ def compare(
     metric: Metric,
     value: float,
     delta: float | None,
+    noise: Noise | None = None,
 ) -> Verdict:
-    """Rule 4: the medians' relative change, then the overlap of the [min, max] ranges."""
+    """Rule 4 with the noise measured (docs/contracts.md "Noise, measured"): the medians'
+    relative change; a change within the host's drift; the overlap of the [min, max] ranges
+    (the baseline's widened by its closing bracket); a single repetition decides only against
+    a noise figure."""
+    noise = noise or Noise()
     base_value = median(base_samples)
     assert base_value is not None
     raw = change_pct(value, base_value, lower_is_better=metric.lower_is_better)
@@ -167,17 +183,34 @@ def compare(
         return Verdict("unchanged", None, value, delta, why)
     if decisive == 0:  # neither positive nor negative, even with a minimum effect of 0
         return Verdict("unchanged", None, value, delta, f"{shown} ({unit}): no change")
-    if len(samples) >= 2 and len(base_samples) >= 2:
+    drift = noise.drift_pct
+    if drift is not None and abs(decisive) <= abs(round(drift, 6)) + metric.min_effect_pct:
+        why = (f"{shown} ({unit}) is within the host's drift: the baseline moved {drift:+.1f}% "
+               f"between its first and last runs, and a change must exceed that plus the "
+               f"{metric.min_effect_pct:g}% minimum effect")
+        return Verdict("inconclusive", None, value, delta, why, reason="host-drift")
+    theirs = [*base_samples, *noise.base_extra]
+    if len(samples) >= 2 and len(theirs) >= 2:
         lo, hi = min(samples), max(samples)
-        base_lo, base_hi = min(base_samples), max(base_samples)
+        base_lo, base_hi = min(theirs), max(theirs)
         if not (hi < base_lo or lo > base_hi):
             why = (
                 f"{shown} but the ranges overlap ([{_fmt(lo)}, {_fmt(hi)}] vs "
                 f"[{_fmt(base_lo)}, {_fmt(base_hi)}]): too noisy, more repetitions needed"
             )
             return Verdict("inconclusive", None, value, delta, why, reason="noise")
+        verdict = "improved" if decisive > 0 else "regressed"
+        return Verdict(verdict, None, value, delta, f"{shown} ({unit})")
+    if noise.figure_pct is None:
+        why = f"{shown} ({unit}) from one repetition: no noise estimate"
+        return Verdict("inconclusive", None, value, delta, why, reason="one-rep")
+    figure = f"the {noise.figure_pct:.1f}% {noise.figure_from}"
+    if abs(decisive) <= round(noise.figure_pct, 6):
+        why = f"{shown} ({unit}) from one repetition is within {figure}: too noisy to tell"
+        return Verdict("inconclusive", None, value, delta, why, reason="noise")
     verdict = "improved" if decisive > 0 else "regressed"
-    return Verdict(verdict, None, value, delta, f"{shown} ({unit})")
+    return Verdict(verdict, None, value, delta,
+                   f"{shown} ({unit}) from one repetition, beyond {figure}")
 
 
 def fingerprint_drift(

@@ -19,6 +19,7 @@ from jobs.core.plans import BatchPlan
 from jobs.store.comparisons import Comparisons
 from jobs.store.database import NO_SYNC, UnknownBatch, now, rowcount
 from jobs.store.digest_queries import DigestQueries
+from jobs.store.histories import Histories
 from jobs.store.leases import Leases
 from jobs.store.posts import Posts
 from jobs.store.runs import Runs, write_verdicts
@@ -30,7 +31,7 @@ BATCH_STATES = ("queued", "running", "done", "failed", "cancelled", "refused")
 TERMINAL_STATES = frozenset({"done", "failed", "cancelled", "refused"})
 
 
-class Store(Runs, Leases, Posts, Comparisons, DigestQueries):
+class Store(Runs, Leases, Posts, Comparisons, DigestQueries, Histories):
     """Batches and run records behind one SQLAlchemy URL (default: `settings.database_url()`)."""
 
     def __enter__(self) -> Store:

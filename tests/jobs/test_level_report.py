@@ -185,6 +185,7 @@ loads:
   max-concurrency: [1, 4, 16, 64]
 slo:
   p99_ttft_ms: 1000
+allow_few_samples: true
 baseline:
   server_args: {model-path: /models/m, tp-size: 8, mem-fraction-static: 0.85,
                 cuda-graph-max-bs: 512}

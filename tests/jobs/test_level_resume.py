@@ -39,6 +39,7 @@ bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
         random-range-ratio: 1.0, num-prompts: 16}}
 loads: {{max-concurrency: [1, 4, 16]}}
 slo: {{p99_ttft_ms: 5000}}
+allow_few_samples: true
 overridable: []
 baseline:
   server_args: {{model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,

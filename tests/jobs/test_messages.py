@@ -253,15 +253,15 @@ def test_the_why_column_explains_instead_of_repeating_the_result() -> None:
                             "879 tok/s vs 803 tok/s baseline, ranges [860, 890] and [790, 810] "
                             "disjoint"]
     assert rows["same"][1] == "805 tok/s vs 803 tok/s baseline: within the 2% minimum effect"
-    assert rows["once"][1] == ("900 tok/s vs 803 tok/s baseline, one repetition on a side: the "
-                               "delta alone decides")
+    assert rows["once"] == ["? inconclusive 900 tok/s (+12.1%)",
+                            "+12.1% (900 vs 803) from one repetition: no noise estimate"]
     assert rows["oom"][0] == "✗ FAILED (out-of-memory)"
     assert "out of memory" in rows["oom"][1]  # a failure keeps its evidence
     for result, why in rows.values():
         assert result.split(" (")[0] not in why or result.startswith("✗")
     text = render_report(report, "text")
     assert "879 tok/s vs 803 tok/s baseline, ranges [860, 890] and [790, 810] disjoint" in text
-    assert "Key achievement: once 900 tok/s (+12.1%)" in text
+    assert "Key achievement: fast 879 tok/s (+9.5%)" in text
     assert "baseline 803 tok/s output_throughput" in text.splitlines()[0]
 
 

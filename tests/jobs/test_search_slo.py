@@ -60,6 +60,7 @@ reps: {reps}
 min_effect_pct: 2.0
 loads: {loads}
 slo: {{p99_ttft_ms: {LIMIT:g}}}
+allow_few_samples: true
 baseline:
   server_args: {{model-path: /m, cuda-graph-max-bs: {graph_values[0]}, mem-fraction-static: 0.75}}
 approaches: []
@@ -370,6 +371,7 @@ def test_through_the_cli_the_fastest_point_breaks_the_slo_and_is_not_the_winner(
         "engine": "sglang", "metric": "output_throughput", "min_effect_pct": 2.0, "reps": 1,
         "warmup": False, "timeouts": {"startup_s": 20, "bench_s": 30}, "bench": bench,
         "loads": {"request-rate": [2, 8]}, "slo": {"p99_ttft_ms": 1000},
+        "allow_few_samples": True,
         "baseline": {"server_args": SERVER_ARGS,
                      "env": {"STANDIN_STARTUP_S": "0.1", "STANDIN_TTFT_MS": "100"}},
         "approaches": [],

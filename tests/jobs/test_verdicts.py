@@ -161,10 +161,10 @@ def test_improved_regressed_unchanged() -> None:
 
 
 def test_no_change_is_unchanged_even_with_a_zero_minimum_effect() -> None:
-    base = make_record("baseline", samples=[100.0])
-    verdict = _judge(make_record(samples=[100.0]), base, Metric(min_effect_pct=0.0))
+    base = make_record("baseline", samples=[100.0, 100.0])
+    verdict = _judge(make_record(samples=[100.0, 100.0]), base, Metric(min_effect_pct=0.0))
     assert verdict.verdict == "unchanged" and verdict.delta_pct == 0.0
-    tiny = _judge(make_record(samples=[100.01]), base, Metric(min_effect_pct=0.0))
+    tiny = _judge(make_record(samples=[100.01, 100.01]), base, Metric(min_effect_pct=0.0))
     assert tiny.verdict == "improved"
 
 
@@ -182,13 +182,35 @@ def test_touching_ranges_count_as_overlapping() -> None:
     assert _judge(make_record(samples=[102.01, 110.0, 120.0])).verdict == "improved"
 
 
-def test_a_single_repetition_lets_the_delta_decide() -> None:
+def test_a_single_repetition_is_no_noise_estimate() -> None:
+    """docs/contracts.md "Noise, measured": with one repetition on a side and no bracket or
+    history to give a noise figure, the delta alone no longer decides."""
     base = make_record("baseline", samples=[100.0, 101.0, 102.0])
-    # the approach's one value sits inside the baseline's range's reach, but n=1: delta decides
-    assert _judge(make_record(samples=[104.0]), base).verdict == "improved"
+    once = _judge(make_record(samples=[104.0]), base)
+    assert (once.verdict, once.reason) == ("inconclusive", "one-rep")
+    assert once.why == "+3.0% (104 vs 101) from one repetition: no noise estimate"
+    assert once.delta_pct == 3.0 and once.value == 104.0
     one_base = make_record("baseline", samples=[100.0])
-    assert _judge(make_record(samples=[90.0, 110.0, 103.0]), one_base).verdict == "improved"
-    assert _judge(make_record(samples=[97.0]), one_base).verdict == "regressed"
+    assert _judge(make_record(samples=[90.0, 110.0, 103.0]), one_base).reason == "one-rep"
+    assert _judge(make_record(samples=[97.0]), one_base).reason == "one-rep"
+    # below the minimum effect it is unchanged whatever the samples: no noise figure needed
+    assert _judge(make_record(samples=[101.0]), one_base).verdict == "unchanged"
+
+
+def test_a_single_repetition_decides_against_the_brackets_spread() -> None:
+    """A bracketed baseline (first and last run) is a noise figure: a single repetition
+    beyond its spread decides, one within it is inconclusive."""
+    base = make_record("baseline", samples=[100.0, 104.0])
+    bracketed = RunRecord(**{**base.__dict__, "extra": {
+        **base.extra, "bracket": {"metrics": {"output_throughput": [101.0, 103.0]},
+                                  "status": "ok"}}})
+    beyond = _judge(make_record(samples=[110.0]), bracketed)
+    assert beyond.verdict == "improved"
+    assert beyond.why == ("+7.8% (110 vs 102) from one repetition, beyond the 3.9% spread of "
+                          "the baseline's first and last runs")
+    within = _judge(make_record(samples=[105.0]), bracketed)
+    assert (within.verdict, within.reason) == ("inconclusive", "noise")
+    assert "within the 3.9% spread" in within.why
 
 
 def test_lower_is_better_flips_the_sign() -> None:

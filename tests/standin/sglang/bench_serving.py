@@ -31,6 +31,7 @@ import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import standin_host
 import standin_load as _load
 from sglang import __version__
 from sglang._flags import build_bench_parser, flag_set, version_tuple
@@ -222,7 +223,7 @@ def main(argv: list[str]) -> int:
     if completed == 0:
         print("UserWarning: All requests failed. This is likely due to a misconfiguration on the "
               "benchmark arguments.", flush=True)
-    one = float(os.environ.get("STANDIN_THROUGHPUT") or 82.0)
+    one = float(os.environ.get("STANDIN_THROUGHPUT") or 82.0) * standin_host.host_speed()
     ttft_one = float(os.environ.get("STANDIN_TTFT_MS") or 120.0)
     c = concurrency(args, sent, ttft_one / 1000.0 + random_out / one)
     per_request = one * _load.speed(c, speculative=accept_length is not None)

@@ -9,6 +9,8 @@ Environment (a configuration's `env` sets them):
   STANDIN_STARTUP_S   seconds of "loading" before the server is ready (default 0.3)
   STANDIN_HEALTH_S    seconds a ready server's /health takes to generate its token (default 1.0)
   STANDIN_THROUGHPUT  output tokens/s bench_serving reports (default 82.0)
+  STANDIN_HOST_FILE, STANDIN_HOST_DRIFT_PCT  a host slower with each server started on it
+                      (`standin_host`)
   STANDIN_ACCEPT_LENGTH  a speculative server's typical accept length (default 2.6); each request
                       gets its own, within +-15 % of it, from its prompt
   STANDIN_FAIL_EVERY  every Nth /generate request fails (HTTP 500): completed < prompts sent
@@ -44,6 +46,7 @@ import threading
 import time
 from http.server import ThreadingHTTPServer
 
+import standin_host
 from sglang import __version__
 from sglang._flags import build_parser, version_tuple
 from sglang._log import log, note
@@ -182,6 +185,7 @@ def main(argv: list[str]) -> int:
     STATE.metrics_on = bool(getattr(args, "enable_metrics", False))
     STATE.on_fatal = lambda: fatal_then_hang(ranks)
     note("server", port=port)
+    standin_host.note_start()
     if mode == "fatal-in-bench":  # the fatal line comes from a request thread: no signal() there
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if mode == "silent-hang":

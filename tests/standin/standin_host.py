@@ -1,0 +1,35 @@
+"""A GPU host whose speed drifts while a batch runs, as a shared host's does (a neighbour's job,
+a GPU warming up): both stand-ins import it as `standin_host` (tests/standin is on their path).
+
+STANDIN_HOST_FILE names a file that every server start appends a line to; with
+STANDIN_HOST_DRIFT_PCT set, each server started before this one has made the host that much
+slower (3: the first server runs at 100 %, the second at 97 %, the third at 94.09 %...). A
+benchmark run reads the count its server left, so a batch's baseline measured first and again
+last sees the drift. Unset, the host keeps its speed.
+"""
+
+from __future__ import annotations
+
+import os
+
+
+def note_start() -> None:
+    """One more server started on this host."""
+    path = os.environ.get("STANDIN_HOST_FILE")
+    if path:
+        with open(path, "a", encoding="utf-8") as handle:
+            handle.write(f"{os.getpid()}\n")
+
+
+def host_speed() -> float:
+    """The host's speed now, as a share of its first server's."""
+    path = os.environ.get("STANDIN_HOST_FILE")
+    drift = float(os.environ.get("STANDIN_HOST_DRIFT_PCT") or 0.0)
+    if not path or not drift:
+        return 1.0
+    try:
+        with open(path, encoding="utf-8") as handle:
+            starts = sum(1 for line in handle if line.strip())
+    except OSError:
+        return 1.0
+    return float((1.0 - drift / 100.0) ** max(0, starts - 1))
