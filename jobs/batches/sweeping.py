@@ -168,19 +168,16 @@ def _add_section(
                                       extends=plan.sweep.extends,
                                       lower_is_better=plan.lower_is_better, confirmed=measured,
                                       objective=objective_text(plan) if plan.loads else None)
-    key = report.get("key_achievement")
-    if key is not None and plan.sweep.is_point(str(key.get("approach"))):
-        # with levels or an SLO the report's largest improvement at a level may be another
-        # point than the winner (one that breaks the SLO elsewhere): the winner's, confirmed
-        other = bool(plan.loads or plan.slo)
-        confirmed = (confirmation is not None and confirmation["verdict"] == "improved"
-                     and (other or confirmation["approach"] == key["approach"]))
-        report["key_achievement"] = _unswept_key(report, plan) \
-            if not confirmed or confirmation is None else {
-            **key, "approach": confirmation["approach"], "value": confirmation["value"],
-            "delta_pct": confirmation["delta_pct"],
-            **({"load": plan.levels[0]} if key.get("load") else {}),  # the lowest level's
-        }
+    # the key achievement: the confirmed winner (its confirmation's figures) or the best of the
+    # preset's own approaches, whichever improved most; an unconfirmed point is none
+    confirmed = None
+    if confirmation is not None and confirmation["verdict"] == "improved":
+        confirmed = {"approach": confirmation["approach"], "value": confirmation["value"],
+                     "delta_pct": confirmation["delta_pct"],
+                     **({"load": plan.levels[0]} if plan.loads else {})}  # the lowest level's
+    found = [k for k in (confirmed, _unswept_key(report, plan)) if k is not None]
+    report["key_achievement"] = max(found, key=lambda k: float(k["delta_pct"])) \
+        if found else None
 
 
 def _unswept_key(report: dict[str, Any], plan: BatchPlan) -> dict[str, Any] | None:

@@ -203,70 +203,66 @@ def confirmed_steps(
     base_value: float | None,
     key: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """The next steps with the sweep's points judged by the confirmation alone: a confirmed
-    winner's `adopt` names its knobs and the confirmed margin; an unconfirmed point is neither
-    adopted nor accepted (the report's key achievement among the preset's own approaches, `key`,
-    is accepted instead, else the baseline). Ranks are renumbered."""
+    """The next steps with the sweep's points judged by the confirmation alone: no retry, adopt
+    or accept of a point (a point is one draw of the search, not a verdict), but the confirmed
+    winner adopted and accepted when it is the report's key achievement (`key`), with its knobs
+    and the confirmed margin; a winner that did not hold up is named in the accept step, which
+    keeps the best configuration measured otherwise (else the baseline). Ranks are renumbered."""
     confirmed = confirmation is not None and confirmation.get("verdict") == "improved"
+    point = sweep.points.find(str(confirmation["approach"])) if confirmation is not None \
+        else None
+    knobs = "" if point is None else ", ".join(
+        f"{k}={show_value(v)}" for k, v in point.values.items())
+    winning = confirmed and point is not None and key is not None \
+        and key.get("approach") == point.approach
+    adopt = None
+    if winning and confirmation is not None and point is not None:
+        adopt = _step("adopt", point.approach,
+                      action=f"Make {point.approach} the new baseline ({knobs})",
+                      why=f"confirmed by batch {confirmation['batch']}: "
+                          f"{confirmation['delta_pct']:+.1f}% on {metric}, "
+                          f"{plural(sweep.confirm_reps, 'repetition')} each")
     out: list[dict[str, Any]] = []
     for step in steps:
         target = step.get("approach")
-        point = sweep.points.find(target) if isinstance(target, str) else None
-        if point is None or step["kind"] not in ("adopt", "accept"):
-            out.append(dict(step))
+        if isinstance(target, str) and sweep.points.find(target) is not None \
+                and step["kind"] in ("retry", "adopt", "accept"):
             continue
-        holds = confirmed and confirmation is not None and confirmation["approach"] == target
-        knobs = ", ".join(f"{k}={show_value(v)}" for k, v in point.values.items())
-        if step["kind"] == "adopt" and holds:
-            assert confirmation is not None
-            out.append({**step, "action": f"Make {target} the new baseline ({knobs})",
-                        "why": f"confirmed by batch {confirmation['batch']}: "
-                               f"{confirmation['delta_pct']:+.1f}% on {metric}, "
-                               f"{plural(sweep.confirm_reps, 'repetition')} each"})
-        elif step["kind"] == "accept" and not holds and confirmed and confirmation is not None:
-            winner = str(confirmation["approach"])  # under an SLO, not the fastest point
-            out.append(_confirmed_value(
-                {**step, "approach": winner,
-                 "action": f"Keep {winner} ({confirmation['value']}) until a next step beats it",
-                 "why": f"confirmed by batch {confirmation['batch']}: "
-                        f"{confirmation['delta_pct']:+.1f}% on {metric}"},
-                winner, confirmation, metric=metric))
-        elif step["kind"] == "accept" and not holds and key is not None \
-                and sweep.points.find(str(key.get("approach"))) is None:
-            shown = with_unit(f"{float(key['value']):.4g}", metric)
-            out.append({**step, "approach": key["approach"],
-                        "action": f"Keep {key['approach']} ({shown}) until a next step beats it",
-                        "why": f"the best configuration measured in this batch; the sweep's "
-                               f"best point ({knobs}) did not hold up in its confirmation"})
-        elif step["kind"] == "accept" and not holds:
-            if base_value is None:  # accept names a measured configuration, or is left out
-                continue
+        if step["kind"] == "accept":
+            continue  # made again below, after everything else
+        if adopt is not None and step["kind"] != "retry":
+            out.append(adopt)  # after the retries, before every other step
+            adopt = None
+        out.append(dict(step))
+    if adopt is not None:  # every step left was a retry
+        out.append(adopt)
+    accept = next((s for s in steps if s["kind"] == "accept"), None)
+    if winning and confirmation is not None and point is not None:
+        shown = with_unit(f"{float(confirmation['value']):.4g}", metric)
+        out.append(_step(
+            "accept", point.approach,
+            action=f"Keep {point.approach} ({shown} in its confirmation) until a next step "
+                   "beats it",
+            why=f"confirmed by batch {confirmation['batch']}: "
+                f"{confirmation['delta_pct']:+.1f}% on {metric}"))
+    elif accept is not None or base_value is not None:
+        kept = accept if accept is not None and not sweep.points.find(
+            str(accept.get("approach"))) else None
+        if kept is None and base_value is not None:
             shown = with_unit(f"{base_value:.4g}", metric)
-            out.append({**step, "approach": "baseline",
-                        "action": f"Keep baseline ({shown}) until a next step beats it",
-                        "why": f"the sweep's best point ({knobs}) did not hold up in its "
-                               "confirmation"})
-        elif step["kind"] == "accept":
-            out.append(_confirmed_value(step, point.approach, confirmation, metric=metric))
+            kept = _step("accept", "baseline",
+                                  action=f"Keep baseline ({shown}) until a next step beats it",
+                                  why="the best configuration measured")
+        if kept is not None:
+            held = f"the sweep's best point ({knobs}) did not hold up in its confirmation"
+            out.append({**kept, "why": f"{kept['why']}; {held}"} if point is not None
+                       and not confirmed else dict(kept))
     for rank, step in enumerate(out, start=1):
         step["rank"] = rank
     return out
 
 
-def _confirmed_value(
-    step: dict[str, Any], target: str, confirmation: Mapping[str, Any] | None, *, metric: str
-) -> dict[str, Any]:
-    """A confirmed winner's accept shows the value its confirmation measured (the report's
-    key achievement), not the sweep's draw: `Keep NAME (VALUE) ...` gets the new VALUE."""
-    value = None if confirmation is None else confirmation.get("value")
-    head = f"{target} ("
-    action = str(step["action"])
-    if value is None or head not in action:
-        return dict(step)
-    start = action.index(head) + len(head)
-    end = action.find(")", start)
-    if end < 0:
-        return dict(step)
-    shown = with_unit(f"{value:.4g}", metric) + " in its confirmation"
-    return {**step, "action": action[:start] + shown + action[end:]}
-
+def _step(kind: str, approach: str, *, action: str, why: str) -> dict[str, Any]:
+    """A next step of the report's shape (low effort: adopting or keeping a measured one)."""
+    return {"rank": 0, "kind": kind, "approach": approach, "action": action, "why": why,
+            "effort": "low"}

@@ -96,7 +96,8 @@ def test_a_known_dead_end_is_not_started_on_the_same_stack(db: Store) -> None:
     assert "symm-mem" in first.started
     second = GPU()
     report = batch(db, second, "b-second")
-    assert second.started == ["baseline", "big-batch", "plain"]  # out-of-memory: tried again
+    # out-of-memory: tried again; the baseline measured again last (its closing bracket)
+    assert second.started == ["baseline", "big-batch", "plain", "baseline"]
     known = result(report, "symm-mem")
     assert known["verdict"] == "failed" and known["cause"] == "arch-unsupported"
     assert known["why"].startswith("known from b-first: ")
@@ -134,7 +135,7 @@ def test_rerun_known_starts_it_anyway(db: Store) -> None:
     batch(db, GPU(), "b-first")
     forced = GPU()
     report = batch(db, forced, "b-forced", rerun_known=True)
-    assert forced.started == ["baseline", "symm-mem", "big-batch", "plain"]
+    assert forced.started == ["baseline", "symm-mem", "big-batch", "plain", "baseline"]
     assert not result(report, "symm-mem")["why"].startswith("known from")
 
 

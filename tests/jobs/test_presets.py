@@ -267,7 +267,8 @@ def test_eagle3_s_baseline_is_measured_on_real_flag_sets(
     assert len(record.samples("output_throughput")) == plan.reps == 3
     assert record.server_args[graph_flag] == 512
     assert [r["seed"] for r in record.extra["repetitions"]] == [1, 2, 3]
-    assert all(r["completed"] == r["sent"] == 64 for r in record.extra["repetitions"])
+    assert all(r["completed"] == r["sent"] == plan.requests == 128
+               for r in record.extra["repetitions"])
     standin.assert_clean()
 
 

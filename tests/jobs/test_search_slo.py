@@ -375,8 +375,10 @@ def test_through_the_cli_the_fastest_point_breaks_the_slo_and_is_not_the_winner(
         "baseline": {"server_args": SERVER_ARGS,
                      "env": {"STANDIN_STARTUP_S": "0.1", "STANDIN_TTFT_MS": "100"}},
         "approaches": [],
+        # two repetitions each: one would be no noise estimate (docs/contracts.md "Noise,
+        # measured"), and the confirmation would be inconclusive
         "sweep": {"name": "ttft", "grid": {"STANDIN_TTFT_MS": [100, 300, 900]},
-                  "search": "grid", "confirm_reps": 1},
+                  "search": "grid", "confirm_reps": 2},
     }))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("STANDIN_", "SPECBENCH_"))}
     env.update(PYTHONPATH=os.pathsep.join([str(STANDIN), str(REPO)]),

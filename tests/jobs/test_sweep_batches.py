@@ -38,6 +38,7 @@ description: the article's knobs, searched
 engine: local
 reps: 1
 min_effect_pct: 2.0
+bracket: false  # the search and its confirmation are the subject here (tests/jobs/test_noise*)
 baseline:
   server_args: {{model-path: /m, cuda-graph-max-bs: 512, mem-fraction-static: 0.85}}
 approaches: []
