@@ -77,18 +77,20 @@ def test_a_real_batch_shows_its_warm_ups_and_units(tmp_path: Path, standin: Stan
         dispatcher.close()
     stream = io.StringIO()
     bar = ProgressBar(stream)
-    chat = ProgressMessage.of(batch, ["baseline", "second", "third"])
+    chat = ProgressMessage.of(batch, ["baseline", "second", "third", "baseline (last)"])
     for event in events:
         bar.on_event(event)
         chat.apply(event)
     lines = [line.split("] ", 1)[1] for line in stream.getvalue().splitlines()]
-    assert "3 configurations, 2 reps each after a warm-up" in lines[0]
+    # three configurations and the baseline again last (docs/contracts.md "Noise, measured")
+    assert "4 configurations, 2 reps each after a warm-up" in lines[0]
     # The stand-in serves STANDIN_THROUGHPUT tok/s: 82 by default, 90 for `second`.
-    assert "1/3 baseline: warm-up (not a sample)" in lines
-    assert "1/3 baseline: warm-up 82 tok/s (not a sample)" in lines
-    assert "1/3 baseline: rep 1/2: 82 tok/s" in lines
-    assert "2/3 second: rep 2/2: 90 tok/s" in lines
-    assert "2/3 second: improved 90 tok/s (+9.8%)" in lines
+    assert "1/4 baseline: warm-up (not a sample)" in lines
+    assert "1/4 baseline: warm-up 82 tok/s (not a sample)" in lines
+    assert "1/4 baseline: rep 1/2: 82 tok/s" in lines
+    assert "2/4 second: rep 2/2: 90 tok/s" in lines
+    assert "2/4 second: improved 90 tok/s (+9.8%)" in lines
+    assert "4/4 baseline (last): rep 2/2: 82 tok/s" in lines
     assert all(r.warmup is not None and len(r.samples("output_throughput")) == 2
                for r in records)
     assert "✓ baseline: ok 82 tok/s" in chat.render(final="done").text

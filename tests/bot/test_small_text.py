@@ -208,7 +208,9 @@ def test_a_real_run_of_one_rep_says_1_rep_and_keeps_its_table_aligned(
     listed = specbench("presets")
     assert listed.returncode == 0, listed.stderr
     assert "min effect 2.0%, 1 rep; overridable" in listed.stdout
-    for args, reps in ((["--reps", "1"], "1 rep each"), (["--reps", "2"], "2 reps each")):
+    # one repetition is no noise estimate: `?`; two decide: `▲`
+    for args, reps, mark in ((["--reps", "1"], "1 rep each", "?"),
+                             (["--reps", "2"], "2 reps each", "▲")):
         result = subprocess.run(  # the stand-in SGLang first on the path, as its servers need
             [sys.executable, "-m", "bot.cli.main", "run", "standin", *args], cwd=REPO,
             env={**os.environ, "PYTHONPATH": os.pathsep.join([os.environ["PYTHONPATH"],
@@ -220,7 +222,7 @@ def test_a_real_run_of_one_rep_says_1_rep_and_keeps_its_table_aligned(
         assert "1 reps" not in result.stderr + result.stdout
         rows = table(result.stdout)
         at = column(rows[0], "Result")
-        assert rows[3].startswith(SIXTY + "  ") and rows[3][at] == "▲", rows
+        assert rows[3].startswith(SIXTY + "  ") and rows[3][at] == mark, rows
     setup.assert_clean()
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,7 +24,7 @@ REPO = Path(__file__).resolve().parents[2]
 NOTHING_BETTER = "found nothing better than the approach it started from"
 PRESET = {
     "name": "standin-parent", "description": "A sweep that starts from a better approach",
-    "engine": "sglang", "metric": "output_throughput", "min_effect_pct": 2.0, "reps": 1,
+    "engine": "sglang", "metric": "output_throughput", "min_effect_pct": 2.0, "reps": 2,
     "warmup": False, "timeouts": {"startup_s": 20, "bench_s": 20}, "bench": TINY_BENCH,
     "baseline": {"server_args": SERVER_ARGS,
                  "env": {"STANDIN_THROUGHPUT": "82.0", "STANDIN_STARTUP_S": "0.1"}},
@@ -102,8 +103,10 @@ def test_a_sweep_that_loses_to_its_parent_says_so_in_every_format(
 ) -> None:
     text = ok(two_sweeps["first"]).splitlines()
     assert text[1].startswith("Sweep tp (grid, 2 of 2 points measured): confirmed: +34.1%")
-    assert text[2] == (f"The sweep {NOTHING_BETTER}: its best point {WINNER} 110 tok/s is "
-                       "-26.7% against fast 150 tok/s")
+    # the point's figure is its confirmation's (docs/contracts.md "A sweep and its
+    # confirmation are one experiment")
+    assert re.fullmatch(f"The sweep {NOTHING_BETTER}: its best point {WINNER} 110 tok/s in its "
+                        r"confirmation b-[0-9a-f]{8} is -26\.7% against fast 150 tok/s", text[2])
     best = two_sweeps["second_report"]["sweep"]["best"]
     assert best["approach"] == WINNER
     assert {k: best["vs_parent"][k] for k in ("approach", "delta_pct", "better")} == {
@@ -215,7 +218,7 @@ def test_show_of_a_sweep_whose_confirmation_runs_says_so(tmp_path: Path) -> None
     store.set_state("b-sweep", "running", host="gpu1")
     runs = [("baseline", 82.0), ("fast", 150.0), ("tp@STANDIN_THROUGHPUT=90", 90.0),
             (WINNER, 110.0)]
-    store.put_records([(i, make_record(name, samples=[value], batch="b-sweep",
+    store.put_records([(i, make_record(name, samples=[value, value], batch="b-sweep",
                                        preset=plan.preset, role="baseline" if i == 0 else None,
                                        change=plan.config(name).change,
                                        server_args=plan.config(name).server_args,

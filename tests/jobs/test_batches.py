@@ -44,7 +44,7 @@ def test_a_stand_in_batch_gets_the_right_verdicts_and_leaves_nothing(standin, tm
         standin.config("hang", "silent-hang"),
         standin.config("typo", server_args={"cuda-graph-max-bz": 8}),
         declared(standin.config("children", "children", env={"STANDIN_THROUGHPUT": "80.5"})),
-        startup_s=4.0,
+        startup_s=4.0, reps=2,  # one repetition would be no noise estimate
     )
     store = Store(f"sqlite:///{tmp_path}/store.db")
     row, created = submit(plan, store=store, requested_by="tester")

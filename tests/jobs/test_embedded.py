@@ -62,7 +62,7 @@ def test_a_batch_runs_with_its_events_in_order(
     kinds = [e["type"] for e in events]
     assert kinds[:2] == ["batch.queued", "batch.started"] and kinds[-1] == "batch.finished"
     finished = [e["approach"] for e in events if e["type"] == "approach.finished"]
-    assert finished == ["baseline", "second", "third"]
+    assert finished == ["baseline", "second", "third", "baseline (last)"]  # bracketed
     phases = [e["phase"] for e in events if e["type"] == "approach.phase" and e["index"] == 1]
     assert phases == ["preflight", "launching", "ready", "warmup", "result", "repetition",
                       "result", "stopping"]

@@ -113,7 +113,7 @@ def test_a_run_that_measured_a_level_is_tried_again_one_that_measured_none_is_no
     again = batch(db, second, "b-second")
     # the same stack, the same arch-unsupported line: only the one that measured nothing is
     # a known dead end
-    assert second.started == ["baseline", "partial"]
+    assert second.started == ["baseline", "partial", "baseline"]  # the baseline again, last
     results = {r["approach"]: r for r in again["results"]}
     assert results["broken"]["why"].startswith("known from b-first: ")
     assert not results["partial"]["why"].startswith("known from")
@@ -177,10 +177,10 @@ def test_the_progress_line_and_the_thread_name_the_level_from_a_real_batch(db: S
         bar.on_event(event)
         chat.apply(event)
     lines = [line.split("] ", 1)[1] for line in stream.getvalue().splitlines()]
-    assert "1/3 baseline: level 1/2 max-concurrency 1" in lines
-    assert "1/3 baseline: level 2/2 max-concurrency 4 · rep 1/2" in lines
-    finished = next(line for line in lines if line.startswith("1/3 baseline: ok"))
+    assert "1/4 baseline: level 1/2 max-concurrency 1" in lines
+    assert "1/4 baseline: level 2/2 max-concurrency 4 · rep 1/2" in lines
+    finished = next(line for line in lines if line.startswith("1/4 baseline: ok"))
     assert finished.endswith("at c=1 · c=1 100.5 · c=4 200.5")
-    assert next(line for line in lines if line.startswith("2/3 partial: improved")).endswith(
+    assert next(line for line in lines if line.startswith("2/4 partial: improved")).endswith(
         "· c=1 ▲ +29.9% · c=4 ✗")
     assert "▲ partial: improved 130.5 tok/s (+29.9%) at c=1" in chat.render().text

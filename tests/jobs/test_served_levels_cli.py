@@ -24,7 +24,7 @@ description: EAGLE-3 at three load levels on the stand-in
 engine: sglang
 metric: output_throughput
 min_effect_pct: 2.0
-reps: 1
+reps: 2
 timeouts: {{startup_s: 60, bench_s: 30}}
 bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
         random-range-ratio: 1.0, num-prompts: 16}}
@@ -63,7 +63,7 @@ def test_one_server_per_configuration_and_a_mixed_verdict(tmp_path: Path,
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     assert len(standin.notes("server")) == 2  # one per configuration, three levels each
-    assert len(standin.notes("bench")) == 2 * 3 * (1 + 1)  # a warm-up and a rep a level
+    assert len(standin.notes("bench")) == 2 * 3 * (1 + 2)  # a warm-up and 2 reps a level
     (eagle,) = [r for r in report["results"] if r["approach"] == "eagle3"]
     assert eagle["verdict"] == "mixed", eagle
     assert [(e["load"]["max-concurrency"], e["verdict"]) for e in eagle["by_load"]] == [
