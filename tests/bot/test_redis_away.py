@@ -202,7 +202,7 @@ def test_a_worker_keeps_its_pace_with_redis_away_and_sends_the_ends_once_it_is_b
     # the events the summary needs arrive, in order; progress is coalesced while away
     lasting = [e for e in events if e[0] != "approach.phase"]
     assert lasting == [("approach.finished", "away-1"), ("approach.finished", "away-2"),
-                       ("batch.finished", None)], events
+                       ("approach.finished", "baseline (last)"), ("batch.finished", None)], events
     assert len(events) - len(lasting) <= 3, events
 
 
