@@ -8,7 +8,12 @@ from jobs import settings
 from jobs.core.errors import KnobError, UserError
 from jobs.core.plans import BatchPlan, resolve
 from jobs.core.presets import Scalar, load_preset
-from jobs.core.secret_refs import first_literal_secret, literal_secret_reason
+from jobs.core.secret_refs import (
+    first_literal_secret,
+    first_literal_secret_arg,
+    literal_secret_arg_reason,
+    literal_secret_reason,
+)
 from jobs.engines.base import Engine
 from jobs.store import BatchRow, Store
 
@@ -52,10 +57,16 @@ def submit(
     idempotency_key: str | None = None,
 ) -> tuple[BatchRow, bool]:
     """Store a new queued batch (or find the one this idempotency key already made); a plan
-    that holds a secret in clear is refused, whatever built it (SPEC.md: references only)."""
-    knob = first_literal_secret(c.env for c in (*plan.configs, *plan.points))
+    that holds a secret in clear is refused, whatever built it (docs/contracts.md "Secrets
+    stay references": env, server args and a probe's env)."""
+    configs = (*plan.configs, *plan.points)
+    probe_env = dict((plan.probe or {}).get("env") or ())
+    knob = first_literal_secret([*(c.env for c in configs), probe_env])
     if knob is not None:
         raise KnobError(literal_secret_reason(knob))
+    arg = first_literal_secret_arg(c.server_args for c in configs)
+    if arg is not None:
+        raise KnobError(literal_secret_arg_reason(arg))
     return store.create_batch(
         batch_id=new_batch_id(), preset=plan.preset, engine=plan.engine, queue=plan.queue,
         requested_by=requested_by, plan=plan, channel=channel,

@@ -3,9 +3,10 @@
 A probe waits in its queue like a batch (`status` gives its position, `cancel` stops it) and
 the worker that takes it measures on its own host, the GPU host: it is a batch whose plan holds
 the probe's request (`BatchPlan.probe`) and no configurations. The request was checked where it
-was typed for everything but the host; the host's part (the backend when none was named, the
-GPUs for nccl, a CPU per gloo rank) is checked here, and a request this host cannot run ends
-`refused`, nothing started.
+was typed for everything but the host; its env is checked again here (no protected variable, no
+secret in clear), then the host's part (the backend when none was named, the GPUs for nccl, a
+CPU per gloo rank, each `${NAME}` of its env set in the worker's environment), and a request
+this host cannot run ends `refused`, nothing started.
 
 Its report, in every ending:
 `{"batch", "preset": "probe", "probe": <SPEC.md's probe JSON> | null, "request": {...},
@@ -24,7 +25,13 @@ from jobs.core.batch_plan import PROBE, BatchPlan
 from jobs.core.events import EventSink, make_event
 from jobs.evidence.collectives import ProbeCancelled, ProbeError, run_probe
 from jobs.evidence.probe_format import peak_busbw
-from jobs.evidence.probe_input import ProbeInputError, ProbeRequest, for_this_host, request_of
+from jobs.evidence.probe_input import (
+    ProbeInputError,
+    ProbeRequest,
+    for_this_host,
+    parse_env,
+    request_of,
+)
 from jobs.store import BatchRow, Store
 
 Prober = Callable[..., dict[str, Any]]
@@ -53,7 +60,8 @@ def execute_probe(
         return _end(store, sink, row.id, report, state="cancelled",
                     error="cancelled before it started")
     try:
-        request = for_this_host(asked)
+        parse_env(f"{k}={v}" for k, v in asked.env)  # chat's rules again: a queued message
+        request = for_this_host(asked)  # may come from anyone who can reach the broker
     except ProbeInputError as exc:
         return _end(store, sink, row.id, report, state="refused",
                     error=f"this host cannot run the probe: {exc}")

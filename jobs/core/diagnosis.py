@@ -30,8 +30,10 @@ _CHOICE = re.compile(
 )
 _BAD_TYPE = re.compile(r"^invalid \w+ value: (?P<value>'[^']*'|\S+)")
 _TAIL = re.compile(r"^(?P<head>.*?) \((?P<hint>[^()]*)\)\s*$")
-# secret_refs.UNSET_LINE: the knob of the preset's env, and the variable it refers to.
-_UNSET = re.compile(r"^specbench: env (?P<knob>\S+): \$\{(?P<name>\w+)\} is not set in the ")
+# secret_refs.UNSET_LINE and ARG_UNSET_LINE: the knob of the preset's env or server args, and
+# the variable it refers to.
+_UNSET = re.compile(
+    r"^specbench: (?:env|server arg) (?P<knob>\S+): \$\{(?P<name>\w+)\} is not set in the ")
 _BOUNDED = re.compile(r"is in \S+ \S+ and later|no \S+ release has")
 
 

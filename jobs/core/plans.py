@@ -25,7 +25,13 @@ from jobs.core.loads import normal_loads
 from jobs.core.points import baseline_index
 from jobs.core.preset_models import Approach, Preset, Scalar
 from jobs.core.protected_knobs import PROTECTED_WHY, is_protected_knob
-from jobs.core.secret_refs import is_literal_secret, literal_secret_reason, reference_name
+from jobs.core.secret_refs import (
+    is_literal_secret,
+    is_literal_secret_arg,
+    literal_secret_arg_reason,
+    literal_secret_reason,
+    reference_name,
+)
 from jobs.core.sweeps import Sweep, SweepPlan
 from jobs.settings import is_secret_name
 
@@ -76,8 +82,11 @@ def resolve(
     _check_overrides(preset, overrides)
     env_knobs = _env_knobs(preset)
     for knob, value in overrides.items():  # SPEC.md: secrets stay references
-        if (knob in env_knobs or knob.isupper()) and is_literal_secret(knob, value):
-            raise KnobError(f"--set {literal_secret_reason(knob)}")
+        if knob in env_knobs or knob.isupper():
+            if is_literal_secret(knob, value):
+                raise KnobError(f"--set {literal_secret_reason(knob)}")
+        elif is_literal_secret_arg(knob, value):
+            raise KnobError(f"--set {literal_secret_arg_reason(knob)}")
     by_name = {a.name: a for a in preset.approaches}
 
     base_args = _merge({}, preset.baseline.server_args)

@@ -1,7 +1,8 @@
 """Protected knobs: what `--set` may never change, whatever a preset's `overridable` says.
 
 A chat user tunes how a server runs, never what it runs: `is_protected_knob` is asked where a
-preset is read (its `overridable`) and where a `--set` is applied (`jobs.core.plans`).
+preset is read (its `overridable`), where a `--set` is applied (`jobs.core.plans`) and where a
+probe's `--env` is read (`jobs.evidence.probe_input.parse_env`): one list for all three.
 """
 
 from __future__ import annotations
@@ -34,12 +35,13 @@ _PROTECTED_ARG_SUFFIXES = (
 )
 _PROTECTED_ARG_PREFIXES = ("remote-", "trust-")
 
-PROTECTED_ENV = frozenset({"PATH", "ENV", "BASH_ENV", "HF_ENDPOINT", "CUDA_HOME"})
-"""Environment variables `--set` never changes: they pick the interpreter, the libraries and
-modules loaded into the server (PYTHONPATH with a sitecustomize.py runs code at start-up), or
-where models and compiled kernels come from. With these names, any name starting with one of
-`_PROTECTED_ENV_PREFIXES` or ending with one of `_PROTECTED_ENV_SUFFIXES` (NCCL_NET_PLUGIN,
-HF_HOME, TRITON_CACHE_DIR, TORCH_EXTENSIONS_DIR...)."""
+PROTECTED_ENV = frozenset({"PATH", "ENV", "BASH_ENV", "HOME", "HF_ENDPOINT", "CUDA_HOME"})
+"""Environment variables `--set` and a probe's `--env` never change: they pick the interpreter,
+the libraries and modules loaded into the server or the probe's ranks (PYTHONPATH with a
+sitecustomize.py runs code at start-up; so does HOME, whose user site-packages a system Python
+imports usercustomize.py from), or where models and compiled kernels come from. With these
+names, any name starting with one of `_PROTECTED_ENV_PREFIXES` or ending with one of
+`_PROTECTED_ENV_SUFFIXES` (NCCL_NET_PLUGIN, HF_HOME, TRITON_CACHE_DIR, TORCH_EXTENSIONS_DIR...)."""
 
 _PROTECTED_ENV_PREFIXES = ("PYTHON", "LD_", "DYLD_")
 _PROTECTED_ENV_SUFFIXES = ("PATH", "_HOME", "_DIR", "_CACHE", "_PLUGIN", "_FILE", "_MODULES")

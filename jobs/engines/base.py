@@ -12,7 +12,13 @@ from typing import Any, Protocol, TypeVar, cast
 
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
-from jobs.core.secret_refs import reference_values, resolve_env
+from jobs.core.secret_refs import (
+    literal_arg_values,
+    masked_args,
+    reference_values,
+    resolve_args,
+    resolve_env,
+)
 from jobs.settings import redact, redact_env, secret_values
 
 # Called with a phase name and details: ("launching", {}), ("ready", {}), ("warmup", {"of": 3})
@@ -99,7 +105,7 @@ def to_run_record(
         extra=extra or {},
         engine=ctx.plan.engine,
     )
-    return mask_record(record, secrets=worker_secrets(config.env))
+    return mask_record(record, secrets=worker_secrets(config.env, server_args=[config.server_args]))
 
 
 def to_stored(record: RunRecord, plan: BatchPlan) -> RunRecord:
@@ -108,17 +114,23 @@ def to_stored(record: RunRecord, plan: BatchPlan) -> RunRecord:
     return mask_record(record, secrets=plan_secrets(plan))
 
 
-def worker_secrets(*envs: Mapping[str, str]) -> tuple[str, ...]:
+def worker_secrets(*envs: Mapping[str, str],
+                   server_args: Iterable[Mapping[str, Any]] = ()) -> tuple[str, ...]:
     """What this process must never show: the secret-looking values of its own environment
-    and of `envs` (configurations' env), and every value their `${NAME}` references resolve
-    to here, whatever NAME is (SPEC.md "Secrets stay references"); longest first."""
-    found = {*secret_values(os.environ, *envs), *reference_values(envs, environ=os.environ)}
+    and of `envs` (configurations' env), and every value their `${NAME}` references (and those
+    of the secret args of `server_args`) resolve to here, whatever NAME is (docs/contracts.md
+    "Secrets stay references"); longest first."""
+    server_args = list(server_args)
+    found = {*secret_values(os.environ, *envs), *literal_arg_values(server_args),
+             *reference_values(envs, environ=os.environ, server_args=server_args)}
     return tuple(sorted(found, key=len, reverse=True))
 
 
 def plan_secrets(plan: BatchPlan) -> tuple[str, ...]:
     """`worker_secrets` of every configuration of a plan, its sweep's points included."""
-    return worker_secrets(*(c.env for c in (*plan.configs, *plan.points)))
+    configs = (*plan.configs, *plan.points)
+    return worker_secrets(*(c.env for c in configs),
+                          server_args=[c.server_args for c in configs])
 
 
 @dataclass(frozen=True)
@@ -128,6 +140,8 @@ class ServerEnv:
     env: dict[str, str]  # this process's environment, then the configuration's, resolved
     secrets: tuple[str, ...]  # what its output must never show (`worker_secrets`)
     unset: tuple[str, ...]  # one line per `${NAME}` this environment lacks: a bad-config
+    config: RunConfig  # the configuration with its secret args' references resolved: only
+    # for the server's command line, never for a record (`to_run_record` takes the plan's)
 
     @property
     def is_complete(self) -> bool:
@@ -135,11 +149,15 @@ class ServerEnv:
 
 
 def server_env(config: RunConfig, **extra: str) -> ServerEnv:
-    """The configuration's env with its references taken from this process's environment
-    (the worker's), only now that a server starts; `extra` is the engine's own settings."""
+    """The configuration's env and secret server args with their references taken from this
+    process's environment (the worker's), only now that a server starts; `extra` is the
+    engine's own settings."""
     resolved = resolve_env(config.env, environ=os.environ)
+    args = resolve_args(config.server_args, environ=os.environ)
     env = {**os.environ, **resolved.env, **extra}
-    return ServerEnv(env=env, secrets=worker_secrets(config.env, env), unset=resolved.unset)
+    secrets = worker_secrets(config.env, env, server_args=[config.server_args])
+    return ServerEnv(env=env, secrets=secrets, unset=(*resolved.unset, *args.unset),
+                     config=dataclasses.replace(config, server_args=args.args))
 
 
 def mask_record(record: RunRecord, *, secrets: Iterable[str]) -> RunRecord:
@@ -147,13 +165,14 @@ def mask_record(record: RunRecord, *, secrets: Iterable[str]) -> RunRecord:
     `secrets` (settings.secret_values) replaced by *** wherever it appears: log tail, command
     line, server args, extras."""
     shown = tuple(secrets)
-    change = {k: (redact_env(v) if k == "env" and isinstance(v, dict) else v)
+    change = {k: (redact_env(v) if k == "env" and isinstance(v, dict) else
+                  masked_args(v) if k == "server_args" and isinstance(v, dict) else v)
               for k, v in record.change.items()}
     return dataclasses.replace(
         record,
         hypothesis=_masked(record.hypothesis, shown),
         change=_masked(change, shown),
-        server_args=_masked(record.server_args, shown),
+        server_args=_masked(masked_args(record.server_args), shown),
         env=_masked(redact_env(dict(record.env)), shown),
         log_tail=_masked(record.log_tail, shown),
         fingerprint=_masked(record.fingerprint, shown),

@@ -142,7 +142,8 @@ class ProcessGroup:
     def _register(self) -> Path | None:
         with _live_lock:
             _live.add(self)
-        return orphans.register(pgid=self.pgid, argv=self.argv, log_path=self.log_path)
+        argv = [settings.redact(arg, secrets=self._secrets) for arg in self.argv]
+        return orphans.register(pgid=self.pgid, argv=argv, log_path=self.log_path)
 
     def _pump(self) -> None:
         assert self.proc.stdout is not None

@@ -145,7 +145,8 @@ class _Run:
             with self.ctx.log_path.open("a", encoding="utf-8") as handle:
                 handle.writelines(line + "\n" for line in self.started.unset)
             return _Ending("failed", extra_lines=list(self.started.unset))
-        argv = self.dialect.server_argv(self.port, self.config)
+        # the secret args' references resolved: only the server's command line holds them
+        argv = self.dialect.server_argv(self.port, self.started.config)
         try:
             self.server = ProcessGroup(
                 argv, env=self.env, log_path=self.ctx.log_path, on_line=self.watch.on_line,

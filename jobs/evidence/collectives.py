@@ -6,6 +6,10 @@ The ranks share one process group of their own: whatever happens (done, a rank t
 rank that never joins and the probe's timeout, an interrupt) the whole group is killed and
 every rank reaped before `run_probe` returns or raises.
 
+A `${NAME}` of the request's env is read from this process's environment only as the ranks
+start; the probe's JSON keeps the reference, and what it resolved to (with every secret-looking
+value of this environment) reads *** in a rank's reason.
+
     ProbeError (InfraError, exit 1)   a rank failed, or the ranks could not start
     ├── ProbeTimeout                  the probe ran past its timeout; says which sizes completed
     └── ProbeCancelled                `should_stop` said so (a queued probe cancelled)
@@ -28,7 +32,9 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
+from jobs import settings
 from jobs.core.errors import InfraError
+from jobs.core.secret_refs import reference_values, resolve_env
 from jobs.engines import orphans
 from jobs.evidence.probe_input import ProbeRequest, human_size, to_request
 
@@ -106,7 +112,12 @@ class _Ranks:
                 "--sizes", ",".join(map(str, request.sizes)), "--iters", str(request.iters),
                 "--warmup", str(request.warmup),
                 "--timeout", str(request.timeout_s + TORCH_GRACE_S)]
-        base = {**os.environ, "OMP_NUM_THREADS": "1", **dict(request.env),
+        resolved = resolve_env(dict(request.env), environ=os.environ)
+        if not resolved.is_complete:  # for_this_host checked it: the environment changed
+            raise ProbeError(resolved.unset[0])
+        self.secrets = (*settings.secret_values(os.environ, resolved.env),
+                        *reference_values([dict(request.env)], environ=os.environ))
+        base = {**os.environ, "OMP_NUM_THREADS": "1", **resolved.env,
                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
                 "WORLD_SIZE": str(request.world)}
         try:
@@ -203,7 +214,7 @@ class _Ranks:
 
     def _failed(self, rank: int, code: int) -> Exception:
         done = self._done()
-        last = _last_line(self.errs[rank])
+        last = _last_line(self.errs[rank], secrets=self.secrets)
         if any(mark in last for mark in _PORT_TAKEN):
             return _PortTaken(last)
         how = f"was killed by signal {-code}" if code < 0 else f"exited with {code}"
@@ -240,11 +251,12 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _last_line(handle: IO[bytes], limit: int = 300) -> str:
-    """The rank's reason: its last exception line (torch's CUDA errors trail advice lines after
-    it), else its last line."""
+def _last_line(handle: IO[bytes], *, secrets: Sequence[str], limit: int = 300) -> str:
+    """The rank's reason, each of `secrets` masked: its last exception line (torch's CUDA errors
+    trail advice lines after it), else its last line."""
     handle.seek(0)
-    lines = [ln.strip() for ln in handle.read().decode("utf-8", "replace").splitlines()]
+    text = settings.redact(handle.read().decode("utf-8", "replace"), secrets=secrets)
+    lines = [ln.strip() for ln in text.splitlines()]
     lines = [ln for ln in lines if ln]
     last = next((ln for ln in reversed(lines) if _RAISED.match(ln)), lines[-1] if lines else "")
     return last if len(last) <= limit else last[:limit] + "..."

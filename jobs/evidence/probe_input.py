@@ -4,6 +4,13 @@ checked before any rank starts: bad input is a `ProbeInputError` (exit 2, one li
 Sizes are bytes, plain (`4096`) or with a binary suffix as nccl-tests reads them: `4K`, `4KiB`,
 `1M`, `1MiB`, `1G`, `1GiB` (each a power of 1024). `KB`, `MB` and `GB` are refused as ambiguous
 (1000 or 1024?) rather than guessed.
+
+`--env` follows the rules of a preset's env and `--set` (docs/contracts.md "Secrets stay
+references", docs/security.md): a variable that chooses the code or the files the ranks load
+(`protected_knobs`, the one list) is never accepted from a person (`parse_env`); a secret-looking
+name takes `${NAME}` only, read from the environment of the process that starts the ranks
+(`for_this_host` checks it is there; `jobs.evidence.collectives` resolves it), so the request,
+the store, the posts and the probe's JSON hold the reference, never the value.
 """
 
 from __future__ import annotations
@@ -17,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.core.errors import InfraError, UserError
+from jobs.core.protected_knobs import is_protected_knob
+from jobs.core.secret_refs import is_literal_secret, resolve_env
 
 DEFAULT_WORLD = 2
 DEFAULT_SIZES = tuple(4096 * 4**i for i in range(6))  # 4 KiB to 4 MiB by x4
@@ -72,17 +81,50 @@ def parse_sizes(text: str) -> tuple[int, ...]:
     return tuple(sorted({to_bytes(w) for w in words}))
 
 
+PROTECTED_WHY = "it chooses the code or the files the ranks load (docs/security.md)"
+
+
 def parse_env(items: Iterable[str]) -> tuple[tuple[str, str], ...]:
-    """`KEY=VALUE` items as sorted pairs; the rendezvous variables are the probe's own."""
+    """`KEY=VALUE` items typed by a person (the CLI, chat) as sorted pairs, checked as `--set`
+    is: besides `checked_env`'s rules, a protected variable (`is_protected_knob`: PYTHONPATH,
+    LD_PRELOAD, BASH_ENV, PATH...) is refused. A preset's own env (the evidence a batch
+    probes) may name one: its file is reviewed like code."""
     pairs: dict[str, str] = {}
     for item in items:
         key, eq, value = item.partition("=")
         if not eq or not _KEY.fullmatch(key):
-            raise ProbeInputError(f"--env needs KEY=VALUE with KEY a variable name, got {item!r}")
+            shown = f"{key}=..." if eq else item  # never echo a value
+            raise ProbeInputError(f"--env needs KEY=VALUE with KEY a variable name, "
+                                  f"got {shown[:60]!r}")
+        if is_protected_knob(key):
+            raise ProbeInputError(f"--env {key} is never accepted: {PROTECTED_WHY}")
+        pairs[key] = value
+    return checked_env(pairs)
+
+
+def checked_env(env: Mapping[str, str] | Iterable[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
+    """A probe's environment as sorted pairs: variable names, none of the rendezvous variables
+    (the probe's own), no NUL character, and no secret in clear (`${NAME}` only)."""
+    pairs = {k: str(v) for k, v in (env.items() if isinstance(env, Mapping) else env)}
+    for key, value in pairs.items():
+        if not _KEY.fullmatch(key):
+            raise ProbeInputError(f"--env needs KEY=VALUE with KEY a variable name, got {key!r}")
         if key in OWN_ENV:
             raise ProbeInputError(f"--env {key} is set by the probe itself for each rank")
-        pairs[key] = value
+        if "\0" in value:
+            raise ProbeInputError(f"--env {key} holds a NUL character, which no process can be "
+                                  "given")
+        if is_literal_secret(key, value):
+            raise ProbeInputError(
+                f"--env {key} holds a literal secret: write {key}=${{{key}}} (or another "
+                "${NAME}) and set that variable in the worker's environment")
     return tuple(sorted(pairs.items()))
+
+
+def unset_references(env: Iterable[tuple[str, str]]) -> tuple[str, ...]:
+    """One line per `${NAME}` of a probe's env that this process's environment lacks."""
+    resolved = resolve_env(dict(env), environ=os.environ)
+    return tuple("--env " + line.removeprefix("specbench: env ") for line in resolved.unset)
 
 
 def to_request(*, world: int = DEFAULT_WORLD, backend: str | None = None,
@@ -114,15 +156,16 @@ def asked(*, world: int = DEFAULT_WORLD, backend: str | None = None,
     checked = tuple(sorted({to_bytes(str(s)) for s in sizes}))
     if not checked:
         raise ProbeInputError("--sizes needs at least one size")
-    pairs = dict(env.items() if isinstance(env, Mapping) else env)
-    named = parse_env(f"{k}={v}" for k, v in pairs.items())
-    return ProbeRequest(world=world, backend=backend, sizes=checked, iters=iters, env=named,
-                        timeout_s=timeout_s)
+    return ProbeRequest(world=world, backend=backend, sizes=checked, iters=iters,
+                        env=checked_env(env), timeout_s=timeout_s)
 
 
 def for_this_host(request: ProbeRequest) -> ProbeRequest:
     """The request checked against this host: without a backend, nccl when this host has
-    `world` GPUs, else gloo; nccl needs that many GPUs, gloo a CPU per rank."""
+    `world` GPUs, else gloo; nccl needs that many GPUs, gloo a CPU per rank; every `${NAME}`
+    of its env set in this process's environment."""
+    for line in unset_references(request.env)[:1]:
+        raise ProbeInputError(line)
     world, backend = request.world, request.backend
     gpus = gpu_count() if backend in (None, "nccl") else 0  # counted once: it may import torch
     if backend is None:

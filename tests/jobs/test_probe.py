@@ -42,11 +42,18 @@ if os.environ.get("RANK") == "1":
 """
 
 
-def specbench(*args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
+def specbench(*args: str, timeout: float = 90,
+              path: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI; `path` is put on its PYTHONPATH, which its ranks inherit (a probe's `--env` may
+    never name PYTHONPATH: the operator sets it where the CLI runs)."""
     return subprocess.run(
         [sys.executable, "-m", "bot.cli.main", *args], cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True,
+        env={**os.environ, "PYTHONPATH": _path(path)}, capture_output=True, text=True,
         timeout=timeout)
+
+
+def _path(extra: Path | None) -> str:
+    return os.pathsep.join(str(p) for p in (REPO, extra) if p is not None)
 
 
 @pytest.fixture(scope="module")
@@ -173,8 +180,7 @@ def test_a_hung_rank_is_stopped_at_the_timeout_and_no_rank_is_left(tmp_path: Pat
     (tmp_path / "sitecustomize.py").write_text(STALL)
     mark = uuid.uuid4().hex
     done = specbench("probe", "--backend", "gloo", "--sizes", "4K,16K,64K,256K",
-                     "--timeout", "8", "--env", f"PYTHONPATH={tmp_path}",
-                     "--env", f"SPECBENCH_PROBE_MARK={mark}")
+                     "--timeout", "8", "--env", f"SPECBENCH_PROBE_MARK={mark}", path=tmp_path)
     assert done.returncode == 1, done.stderr
     assert done.stdout == ""
     [line] = done.stderr.strip().splitlines()
@@ -220,9 +226,8 @@ def test_ranks_left_by_a_probe_killed_with_9_are_killed_as_orphans(
     mark = uuid.uuid4().hex
     cli = subprocess.Popen(
         [sys.executable, "-m", "bot.cli.main", "probe", "--backend", "gloo", "--sizes",
-         "4K,64K", "--timeout", "60", "--env", f"PYTHONPATH={tmp_path}",
-         "--env", f"SPECBENCH_PROBE_MARK={mark}"],
-        cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)},
+         "4K,64K", "--timeout", "60", "--env", f"SPECBENCH_PROBE_MARK={mark}"],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": _path(tmp_path)},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 60

@@ -4,6 +4,8 @@ diagnosed. The end-to-end runs are in tests/bot/test_secret_references.py."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,10 +18,14 @@ from jobs.core.remedies import load_remedies
 from jobs.core.report import analyze
 from jobs.core.rules import load_rules
 from jobs.core.secret_refs import (
+    ARG_UNSET_LINE,
     UNSET_LINE,
     is_literal_secret,
+    is_literal_secret_arg,
+    is_secret_arg,
     reference_name,
     reference_values,
+    resolve_args,
     resolve_env,
 )
 from jobs.core.verdicts import Metric
@@ -146,3 +152,86 @@ def test_the_local_engine_starts_no_child_without_the_value(
         "specbench: env HF_TOKEN: ${NOT_SET_ANYWHERE} is not set in the worker's environment")
     assert record.env == {"HF_TOKEN": "${NOT_SET_ANYWHERE}"}
     assert "${NOT_SET_ANYWHERE} is not set" in (tmp_path / "baseline.log").read_text()
+
+
+# --------------------------------------------------------------------------- secret server args
+
+
+def test_which_server_args_hold_a_secret() -> None:
+    for name in ("api-key", "admin-api-key", "hf-token", "ssl-keyfile-password", "--api_key",
+                 "gsp-send-routing-key", "client-secret"):
+        assert is_secret_arg(name), name
+    for name in ("max-total-tokens", "max-prefill-tokens", "speculative-num-draft-tokens",
+                 "tokenizer-path", "tokenizer-mode", "skip-tokenizer-init", "ssl-keyfile",
+                 "mem-fraction-static", "disable-custom-all-reduce"):
+        assert not is_secret_arg(name), name
+    assert is_literal_secret_arg("api-key", "sk-abcdef")
+    assert is_literal_secret_arg("api-key", ["${A}", "sk-abcdef"])  # vLLM: nargs +
+    assert not is_literal_secret_arg("api-key", ["${A}", "${B}"])
+    assert not is_literal_secret_arg("hf-token", True)  # a bare flag: vLLM's stored login
+    assert not is_literal_secret_arg("kt-max-deferred-experts-per-token", 1024)  # a number
+    assert not is_literal_secret_arg("api-key", "${SGLANG_API_KEY}")
+    assert not is_literal_secret_arg("tokenizer-path", "/models/secret-tokenizer")
+
+
+def test_a_preset_and_set_refuse_a_literal_secret_arg_naming_the_line() -> None:
+    text = PRESET.replace("server_args: {hidden-size: 8}",
+                          'server_args: {hidden-size: 8, api-key: "${SERVE_KEY}"}')
+    preset = parse_preset(text.replace("overridable: [", "overridable: [api-key, "),
+                          source="p.yaml", stem="p")
+    plan = resolve(preset, overrides={"api-key": "${OTHER_KEY}"})
+    assert plan.baseline.server_args["api-key"] == "${OTHER_KEY}"
+    with pytest.raises(KnobError, match=r'--set server arg api-key holds a literal secret: '
+                                        r'write api-key: "\$\{API_KEY\}"'):
+        resolve(preset, overrides={"api-key": VALUE})
+    with pytest.raises(PresetError) as refused:
+        parse_preset(text.replace('"${SERVE_KEY}"', VALUE), source="p.yaml", stem="p")
+    assert str(refused.value).startswith("p.yaml:4: server arg api-key holds a literal secret")
+    assert VALUE not in str(refused.value)
+
+
+def test_the_worker_resolves_secret_args_at_start_and_masks_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("VAULT_ITEM", VALUE)
+    monkeypatch.delenv("NOPE", raising=False)
+    args = {"api-key": "${VAULT_ITEM}", "model-path": "${VAULT_ITEM}", "tp-size": 2}
+    resolved = resolve_args(args, environ={"VAULT_ITEM": VALUE})
+    # only a secret arg's reference is read: other args are passed as they are written
+    assert resolved.args == {"api-key": VALUE, "model-path": "${VAULT_ITEM}", "tp-size": 2}
+    listed = resolve_args({"api-key": ["${VAULT_ITEM}", "${NOPE}"]}, environ={"VAULT_ITEM": "x"})
+    assert "api-key" not in listed.args
+    assert listed.unset == (ARG_UNSET_LINE.format(knob="api-key", name="NOPE"),)
+    assert listed.unset[0] == (
+        "specbench: server arg api-key: ${NOPE} is not set in the worker's environment")
+
+    config = RunConfig(approach="a", role="approach", parent=None, hypothesis="",
+                       change={"server_args": {}, "env": {}}, server_args=args, env={})
+    started = server_env(config)
+    assert started.config.server_args["api-key"] == VALUE and started.is_complete
+    assert VALUE in started.secrets and config.server_args["api-key"] == "${VAULT_ITEM}"
+    assert VALUE in worker_secrets(server_args=[config.server_args])
+    assert reference_values([], environ={"VAULT_ITEM": VALUE}, server_args=[args]) == (VALUE,)
+
+
+def test_a_process_groups_registry_entry_never_holds_a_secret_arg(tmp_path: Path) -> None:
+    """The registry (what a worker killed with -9 left running) keeps each group's command
+    line: a resolved secret arg reads *** there, as in the group's log."""
+    from jobs.engines import orphans
+    from jobs.engines.procs import ProcessGroup
+
+    orphans.set_registry(tmp_path / "run")
+    try:
+        group = ProcessGroup(
+            [sys.executable, "-c", "import sys, time; print(sys.argv[-1]); time.sleep(30)",
+             "--api-key", VALUE],
+            env=dict(os.environ), log_path=tmp_path / "g.log", secrets=[VALUE])
+        try:
+            (entry,) = (tmp_path / "run").glob("pg-*.json")
+            text = entry.read_text()
+            assert VALUE not in text and '"--api-key", "***"' in text, text
+        finally:
+            group.stop(grace_s=1.0)
+    finally:
+        orphans.set_registry(None)
+    assert VALUE not in (tmp_path / "g.log").read_text()

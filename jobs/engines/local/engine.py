@@ -121,9 +121,9 @@ class LocalEngine:
             level.restored for level in (state.levels if state else []) if level.restored])
         if state is not None:
             progress.on_level_done = functools.partial(_checkpoint, state=state, plan=ctx.plan)
-        argv = [sys.executable, "-m", "jobs.engines.local.child",
-                *self.to_child_argv(config, ctx, done=len(progress.restored))]
         started = server_env(config, PYTHONUNBUFFERED="1")  # `${NAME}` read here, at start
+        argv = [sys.executable, "-m", "jobs.engines.local.child",
+                *self.to_child_argv(started.config, ctx, done=len(progress.restored))]
         env = started.env
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
         secrets = started.secrets  # the log file is masked at the source, as the record is

@@ -163,3 +163,24 @@ def test_no_vllm_behind_the_interpreter_is_an_infrastructure_failure(
     sglang_probe.clear_memory()
     with pytest.raises(Exception, match="SPECBENCH_VLLM_PYTHON=.*cannot import vllm"):
         VLLMEngine().preflight(plan(config(standin, "baseline", role="baseline")))
+
+
+def test_secret_args_reach_vllm_resolved_and_its_log_masks_them(
+    standin: Standin, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """vLLM's `--api-key` takes several keys (nargs +): each reference is read on the worker as
+    the server starts; vLLM's `non-default args` line shows them masked, the record keeps the
+    references (issue 32, item 9)."""
+    keys = ("sk-vllm-argref-1a2b3c4d", "sk-vllm-argref-5e6f7a8b")
+    monkeypatch.setenv("SB_KEY_A", keys[0])
+    monkeypatch.setenv("SB_KEY_B", keys[1])
+    refs = ["${SB_KEY_A}", "${SB_KEY_B}"]
+    base = config(standin, "baseline", role="baseline", server_args={"api-key": refs})
+    batch = plan(base, reps=1)
+    record = VLLMEngine().run(base, standin.ctx(batch, "baseline"))
+    assert record.status == "ok", record.log_tail
+    log = (standin.root / "logs" / "baseline.log").read_text()
+    assert "'api_key': ['***', '***']" in log, log
+    assert record.server_args["api-key"] == refs
+    assert not [k for k in keys if k in log or k in repr(record)]
+    standin.assert_clean()
