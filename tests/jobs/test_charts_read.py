@@ -1,0 +1,82 @@
+"""The charts as a person reads them (issue 32 item 8), each read back from the figure's own
+objects: a mixed row of the batch chart gives each level's % in a few words, its note inside the
+plot; the load Pareto chart's level labels cover neither one another nor a point at the crowded
+low-latency end; `show --chart` writes a sweep's landscape heat map (and its Pareto front)
+beside the batch's chart, the very charts its thread uploads; the digest's trend has a panel for
+a preset whose results were unchanged or mixed, and keeps a cancelled batch off its line."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+pytest.importorskip("matplotlib")
+
+
+from jobs.charts.summary import summary_figure  # noqa: E402
+from jobs.core.records import RunRecord  # noqa: E402
+from jobs.core.remedies import load_remedies  # noqa: E402
+from jobs.core.report import analyze  # noqa: E402
+from jobs.core.rules import load_rules  # noqa: E402
+from jobs.core.verdicts import Metric  # noqa: E402
+from tests.conftest import make_record  # noqa: E402
+from tests.jobs.test_batch_chart import texts  # noqa: E402
+from tests.jobs.test_level_report import batch as leveled_batch  # noqa: E402
+from tests.jobs.test_level_verdicts import SLO  # noqa: E402
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def judged(records: list[RunRecord], metric: Metric = SLO) -> dict[str, Any]:
+    return analyze(records, metric=metric, rules=load_rules(), remedies=load_remedies())
+
+
+# ------------------------------------------------------------------------ the batch chart
+
+
+def test_a_mixed_row_gives_each_levels_percent_and_not_the_crossover_sentence() -> None:
+    records = leveled_batch()  # eagle3: +30% at c=1 and +12% at 4, -10% at 16, -30% at 64
+    report = judged(records)
+    eagle = next(r for r in report["results"] if r["approach"] == "eagle3")
+    assert eagle["verdict"] == "mixed"
+    note, _ = texts(summary_figure(report, records))["eagle3"]
+    assert note == "± mixed: c=1 +30.0%, c=4 +12.0%, c=16 -10.0%, c=64 -30.0%"
+    assert eagle["crossover"]["text"] not in note  # the summary's text says it already
+
+
+def test_a_mixed_row_of_many_levels_keeps_its_ends_and_its_turn() -> None:
+    levels = [1, 2, 4, 8, 16, 32, 64]
+    deltas = [59.8, 51.0, 42.9, 25.0, 7.1, -6.0, -15.3]
+    by_load = [{"load": {"max-concurrency": n}, "delta_pct": d,
+                "verdict": "improved" if d > 5 else "regressed"}
+               for n, d in zip(levels, deltas, strict=True)]
+    report = {"batch": "b-1", "preset": "eagle3", "metric": "output_throughput",
+              "lower_is_better": False, "fingerprint": {},
+              "loads": {"knob": "max-concurrency", "levels": levels},
+              "baseline": {"approach": "baseline", "value": 82.0},
+              "results": [{"approach": "eagle3", "verdict": "mixed", "value": 131.0,
+                           "delta_pct": 59.8, "by_load": by_load}]}
+    records = [make_record("baseline", samples=[81.0, 82.0, 83.0]),
+               make_record("eagle3", samples=[130.0, 131.0, 132.0])]
+    figure = summary_figure(report, records)
+    note, _ = texts(figure)["eagle3"]
+    assert note == "± mixed: c=1 +59.8% … c=16 +7.1%, c=32 -6.0%, c=64 -15.3%"
+    # the rows are the lowest level's, and the axis says so
+    assert figure.axes[0].get_xlabel().startswith("output_throughput at max-concurrency 1 (")
+
+
+def test_every_note_ends_inside_the_plot() -> None:
+    records = leveled_batch()
+    figure = summary_figure(judged(records), records)
+    figure.draw_without_rendering()
+    [axes] = [a for a in figure.axes]
+    frame = axes.get_window_extent()
+    notes = [t for t in axes.texts if (t.get_gid() or "").startswith("note:")]
+    assert len(notes) == 5
+    for note in notes:
+        box = note.get_window_extent()
+        assert frame.x0 <= box.x0 and box.x1 <= frame.x1, (note.get_text(), box.extents,
+                                                            frame.extents)
+
+
