@@ -13,7 +13,10 @@ import pytest
 
 pytest.importorskip("matplotlib")
 
+from matplotlib.text import Text  # noqa: E402
+from matplotlib.transforms import Bbox  # noqa: E402
 
+from jobs.charts.loads import pareto_figure  # noqa: E402
 from jobs.charts.summary import summary_figure  # noqa: E402
 from jobs.core.records import RunRecord  # noqa: E402
 from jobs.core.remedies import load_remedies  # noqa: E402
@@ -22,6 +25,7 @@ from jobs.core.rules import load_rules  # noqa: E402
 from jobs.core.verdicts import Metric  # noqa: E402
 from tests.conftest import make_record  # noqa: E402
 from tests.jobs.test_batch_chart import texts  # noqa: E402
+from tests.jobs.test_chart_legibility import cut_texts  # noqa: E402
 from tests.jobs.test_level_report import batch as leveled_batch  # noqa: E402
 from tests.jobs.test_level_verdicts import SLO  # noqa: E402
 
@@ -78,5 +82,70 @@ def test_every_note_ends_inside_the_plot() -> None:
         box = note.get_window_extent()
         assert frame.x0 <= box.x0 and box.x1 <= frame.x1, (note.get_text(), box.extents,
                                                             frame.extents)
+
+
+# ------------------------------------------------------------------------ the load Pareto chart
+
+LEVELS = [1, 2, 4, 8, 16, 32, 64]
+# (throughput tok/s, p99 TTFT ms) per level of four configurations on an 8-GPU host: at the
+# light loads every configuration answers in 60 to 80 ms, so their points crowd together.
+CURVES = {
+    "baseline": [(82, 61), (158, 63), (301, 70), (560, 92), (980, 160), (1510, 420),
+                 (1890, 1450)],
+    "eagle3": [(131, 66), (240, 69), (430, 78), (700, 118), (1050, 240), (1420, 690),
+               (1600, 2300)],
+    "eagle3-topk-4": [(127, 64), (236, 67), (428, 75), (705, 110), (1080, 215), (1500, 600),
+                      (1750, 2050)],
+    "cuda-graph-max-bs-128": [(84, 60), (161, 62), (306, 68), (571, 88), (1010, 150),
+                              (1490, 440), (1820, 1600)],
+}
+
+
+def crowded_loads() -> dict[str, Any]:
+    def by_load(name: str) -> list[dict[str, Any]]:
+        return [{"load": {"max-concurrency": n}, "verdict": "improved", "value": float(t),
+                 "delta_pct": None, "slo": "violated" if ttft > 1000 else "met", "why": "",
+                 "figures": {"output_throughput": float(t), "p99_ttft_ms": float(ttft)}}
+                for n, (t, ttft) in zip(LEVELS, CURVES[name], strict=True)]
+
+    return {"preset": "eagle3", "batch": "b-7f3a", "fingerprint": {},
+            "metric": "output_throughput", "lower_is_better": False,
+            "loads": {"knob": "max-concurrency", "levels": LEVELS},
+            "slo": {"p99_ttft_ms": 1000.0},
+            "baseline": {"approach": "baseline", "value": 82.0, "by_load": by_load("baseline")},
+            "results": [{"approach": name, "verdict": "mixed", "value": CURVES[name][0][0],
+                         "by_load": by_load(name)} for name in list(CURVES)[1:]]}
+
+
+def text_box(text: Any) -> Any:
+    """A label's text as drawn, without any leader line to its point."""
+    text.get_window_extent()  # an annotation's text moves to its offset here
+    return Text.get_window_extent(text)
+
+
+def test_the_load_pareto_labels_cover_neither_one_another_nor_a_point() -> None:
+    figure = pareto_figure(crowded_loads())
+    assert cut_texts(figure) == []
+    [axes] = figure.axes
+    figure.draw_without_rendering()
+    labels = [t for t in axes.texts if t.get_text().startswith("c=")]
+    boxes = [text_box(t) for t in labels]
+    for i, box in enumerate(boxes):
+        for j in range(i):
+            assert not box.overlaps(boxes[j]), (labels[i].get_text(), labels[j].get_text())
+    dot = 3.0 * figure.dpi / 72  # a dot's radius, in pixels
+    dots = [axes.transData.transform((float(ttft), float(t)))
+            for curve in CURVES.values() for t, ttft in curve]
+    for label, box in zip(labels, boxes, strict=True):
+        for x, y in dots:
+            assert not box.overlaps(Bbox.from_extents(x - dot, y - dot, x + dot, y + dot)), (
+                label.get_text(), (x, y))
+    # each line's highest level is named at its own point, the light loads too
+    named = {(tuple(t.xy), level) for t in labels for level in t.get_text().split(", ")}
+    for curve in CURVES.values():
+        assert ((float(curve[-1][1]), float(curve[-1][0])), "c=64") in named
+    assert any(level == "c=1" for _, level in named)
+    # the latencies span 38x: a log axis, so that the light loads are not one corner
+    assert axes.get_xscale() == "log"
 
 
