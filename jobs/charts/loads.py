@@ -18,6 +18,7 @@ import textwrap
 from dataclasses import dataclass, replace
 from typing import Any
 
+from jobs.charts.files import ChartFile
 from jobs.charts.labels import PointLabel, place_labels
 from jobs.charts.summary import chart_title
 from jobs.charts.sweep import axis_label, pareto_front
@@ -41,13 +42,6 @@ LEGEND_ROW_IN = 0.19  # inches a 7-pt legend row takes (a wrapped line: 0.6 of i
 
 
 @dataclass(frozen=True)
-class LoadChart:
-    suffix: str  # the file's: "{batch}-{suffix}.png"
-    png: bytes
-    title: str
-
-
-@dataclass(frozen=True)
 class Series:
     name: str
     verdict: str  # "baseline" for the baseline
@@ -59,7 +53,7 @@ class Series:
         return self.verdict == "baseline"
 
 
-def load_charts(report: dict[str, Any]) -> list[LoadChart]:
+def load_charts(report: dict[str, Any]) -> list[ChartFile]:
     """Both charts of a batch with loads, as PNGs; [] without loads or without values."""
     if not report.get("loads"):
         return []
@@ -67,13 +61,13 @@ def load_charts(report: dict[str, Any]) -> list[LoadChart]:
     charts = []
     figure = metric_figure(report)
     if figure is not None:
-        charts.append(LoadChart("loads", _png(figure),
+        charts.append(ChartFile("loads", _png(figure),
                                 f"{metric} against {knob}: one line per configuration, the "
                                 "baseline bold, SLO breaches marked"))
     figure = pareto_figure(report)
     if figure is not None:
         tput, latency = keys_of(report)
-        charts.append(LoadChart("load-pareto", _png(figure),
+        charts.append(ChartFile("load-pareto", _png(figure),
                                 f"{tput} against {latency} at every {knob} level: the Pareto "
                                 "front"))
     return charts

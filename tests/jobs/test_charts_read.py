@@ -7,6 +7,8 @@ a preset whose results were unchanged or mixed, and keeps a cancelled batch off 
 
 from __future__ import annotations
 
+import dataclasses
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,13 +18,18 @@ pytest.importorskip("matplotlib")
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
+from bot.thread.summary_message import summary_uploads  # noqa: E402
 from jobs.charts.loads import pareto_figure  # noqa: E402
 from jobs.charts.summary import summary_figure  # noqa: E402
+from jobs.core.plans import BatchPlan, resolve  # noqa: E402
+from jobs.core.presets import load_preset  # noqa: E402
 from jobs.core.records import RunRecord  # noqa: E402
 from jobs.core.remedies import load_remedies  # noqa: E402
 from jobs.core.report import analyze  # noqa: E402
 from jobs.core.rules import load_rules  # noqa: E402
 from jobs.core.verdicts import Metric  # noqa: E402
+from jobs.store import Store  # noqa: E402
+from tests.bot.test_cli import specbench  # noqa: E402
 from tests.conftest import make_record  # noqa: E402
 from tests.jobs.test_batch_chart import texts  # noqa: E402
 from tests.jobs.test_chart_legibility import cut_texts  # noqa: E402
@@ -147,5 +154,46 @@ def test_the_load_pareto_labels_cover_neither_one_another_nor_a_point() -> None:
     assert any(level == "c=1" for _, level in named)
     # the latencies span 38x: a log axis, so that the light loads are not one corner
     assert axes.get_xscale() == "log"
+
+
+# ------------------------------------------------------------------------ show --chart, a sweep
+
+
+def sweep_batch() -> tuple[BatchPlan, list[RunRecord]]:
+    """cpu-demo's sweep batch as the demo stored it: its baseline and five of its 18 points,
+    each with a throughput and a median ITL."""
+    plan = resolve(load_preset("cpu-demo"))
+    assert plan.sweep is not None
+    measured = {0: 965.3, 2: 1241.0, 4: 1400.0, 17: 2066.0, 14: 2345.0}
+    records = [make_record("baseline", samples=[650.5, 652.0, 659.3], batch="b-sweep",
+                           preset="cpu-demo")]
+    for n, value in measured.items():
+        records.append(make_record(plan.sweep.points[n].approach, samples=[value],
+                                   batch="b-sweep", preset="cpu-demo"))
+    return plan, [dataclasses.replace(r, metrics={**r.metrics, "median_itl_ms": [
+        2.0 + r.samples("output_throughput")[0] / 1000]}) for r in records]
+
+
+def test_show_chart_writes_a_sweeps_landscape_heat_map_and_pareto_front(tmp_path: Path) -> None:
+    plan, records = sweep_batch()
+    report = judged(records, Metric(min_effect_pct=5.0))
+    with Store() as store:
+        store.create_batch(batch_id="b-sweep", preset="cpu-demo", engine="local",
+                           queue="default", requested_by="u", plan=plan)
+        store.put_records(list(enumerate(records)))
+        store.set_state("b-sweep", "running")
+        store.save_report("b-sweep", report)
+        store.set_state("b-sweep", "done")
+    chart = tmp_path / "sweep.png"
+    result = specbench("show", "b-sweep", "--chart", str(chart))
+    assert result.returncode == 0, result.stderr
+    written = [chart, tmp_path / "sweep-landscape.png", tmp_path / "sweep-pareto.png"]
+    assert result.stderr.strip().splitlines() == [f"chart written to {p}" for p in written]
+    # the very charts the sweep's thread uploads
+    uploads = {f.filename: f.content for f in summary_uploads(
+        records, report=report, batch_id="b-sweep", plan=plan, redact=lambda t: t)}
+    assert written[1].read_bytes() == uploads["b-sweep-landscape.png"]
+    assert written[2].read_bytes() == uploads["b-sweep-pareto.png"]
+    assert all(path.read_bytes().startswith(PNG) for path in written)
 
 
