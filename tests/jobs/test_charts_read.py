@@ -8,6 +8,7 @@ a preset whose results were unchanged or mixed, and keeps a cancelled batch off 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,8 @@ pytest.importorskip("matplotlib")
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
+import jobs.charts.trend as trend_charts  # noqa: E402
+from bot.cli.main import main  # noqa: E402
 from bot.thread.summary_message import summary_uploads  # noqa: E402
 from jobs.charts.loads import pareto_figure  # noqa: E402
 from jobs.charts.summary import summary_figure  # noqa: E402
@@ -30,7 +33,7 @@ from jobs.core.rules import load_rules  # noqa: E402
 from jobs.core.verdicts import Metric  # noqa: E402
 from jobs.store import Store  # noqa: E402
 from tests.bot.test_cli import specbench  # noqa: E402
-from tests.conftest import make_record  # noqa: E402
+from tests.conftest import make_plan, make_record  # noqa: E402
 from tests.jobs.test_batch_chart import texts  # noqa: E402
 from tests.jobs.test_chart_legibility import cut_texts  # noqa: E402
 from tests.jobs.test_level_report import batch as leveled_batch  # noqa: E402
@@ -197,3 +200,78 @@ def test_show_chart_writes_a_sweeps_landscape_heat_map_and_pareto_front(tmp_path
     assert all(path.read_bytes().startswith(PNG) for path in written)
 
 
+# ------------------------------------------------------------------------ the digest's trend
+
+
+def store_batch(store: Store, batch_id: str, records: list[RunRecord], *, preset: str,
+                hours_ago: float, state: str = "done", metric: Metric = SLO) -> None:
+    records = [dataclasses.replace(r, batch=batch_id, preset=preset) for r in records]
+    store.create_batch(batch_id=batch_id, preset=preset, engine="local", queue="default",
+                       requested_by="u", plan=make_plan(),
+                       created_at=dt.datetime.now(dt.UTC) - dt.timedelta(hours=hours_ago))
+    store.put_records(list(enumerate(records)))
+    store.set_state(batch_id, "running")
+    store.save_report(batch_id, judged(records, metric))
+    store.set_state(batch_id, state)
+
+
+@pytest.fixture
+def drawn_trend(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The trend figures `digest --chart` draws, as its own module builds them."""
+    figures: list[Any] = []
+    build = trend_charts.trend_figure
+
+    def keep(*args: Any, **kwargs: Any) -> Any:
+        figure = build(*args, **kwargs)
+        figures.append(figure)
+        return figure
+
+    monkeypatch.setattr(trend_charts, "trend_figure", keep)
+    return figures
+
+
+def test_the_digest_chart_shows_unchanged_and_mixed_presets_and_no_cancelled_dip(
+        tmp_path: Path, drawn_trend: list[Any], capsys: pytest.CaptureFixture[str]) -> None:
+    plain = Metric(min_effect_pct=2.0)
+    base = make_record("baseline", samples=[80.0, 81.0, 82.0])
+    with Store() as store:
+        # a preset whose one result was mixed (better at c=1 and 4, worse at 16 and 64)
+        store_batch(store, "b-loads", leveled_batch()[:2], preset="cpu-loads", hours_ago=30)
+        # a preset whose one result was unchanged
+        store_batch(store, "b-same", [base, make_record("same", samples=[80.5, 81.0, 81.5])],
+                    preset="cpu-same", hours_ago=28, metric=plain)
+        # eagle3: improved, then a batch cancelled after its one regression, then improved
+        store_batch(store, "b-good", [base, make_record("cg-128", samples=[88.0, 89.0, 90.0])],
+                    preset="eagle3", hours_ago=26, metric=plain)
+        store_batch(store, "b-cut", [base, make_record("tree", samples=[16.0, 16.2, 16.4]),
+                                     make_record("later", samples=[], status="cancelled"),
+                                     make_record("never", samples=[], status="skipped")],
+                    preset="eagle3", hours_ago=24, state="cancelled", metric=plain)
+        store_batch(store, "b-next", [base, make_record("cg-64", samples=[86.0, 87.0, 88.0])],
+                    preset="eagle3", hours_ago=22, metric=plain)
+    chart = tmp_path / "trend.png"
+    assert main(["digest", "--chart", str(chart)]) == 0
+    capsys.readouterr()
+    assert chart.read_bytes().startswith(PNG)
+    [figure] = drawn_trend
+    assert cut_texts(figure) == []
+    panels = {axes.get_title().split(" on ")[0]: axes for axes in figure.axes}
+    assert sorted(panels) == ["cpu-loads", "cpu-same", "eagle3"]
+    loads = panels["cpu-loads"]
+    [label] = [t.get_text() for t in loads.texts]
+    assert label.startswith("eagle3\nmixed: c=1 +30.0%") and "c=64 -30.0%" in label
+    # the mixed result's bar spans its levels, from -30% to +30%
+    [span] = [c for c in loads.collections if (c.get_gid() or "").startswith("levels:")]
+    [[(_, low), (_, high)]] = [segment.tolist() for segment in span.get_segments()]
+    assert (low, high) == (-30.0, 30.0)
+    assert [t.get_text() for t in panels["cpu-same"].texts] == ["same\n+0.0%, 81 tok/s"]
+    eagle = panels["eagle3"]
+    [line] = [line for line in eagle.lines if line.get_gid() == "trend"]
+    # experiments in the order they started: b-loads, b-same, b-good, b-cut, b-next
+    assert list(line.get_xdata()) == [2, 4]  # b-good and b-next; b-cut (at 3) off the line
+    assert min(line.get_ydata()) > 0
+    [cut] = [c for c in eagle.collections if c.get_gid() == "cancelled"]
+    assert cut.get_offsets().tolist() == [[3.0, -80.0]]
+    assert any(t.get_text().endswith("(batch cancelled)") for t in eagle.texts)
+    legend = [t.get_text() for t in figure.legends[0].get_texts()]
+    assert "batch cancelled (off the line)" in legend
