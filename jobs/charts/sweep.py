@@ -18,6 +18,7 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any
 
+from jobs.charts.labels import PointLabel, place_labels
 from jobs.core.records import RunRecord
 from jobs.core.sweeps import SweepPlan, show_value
 from jobs.core.units import unit_of
@@ -276,12 +277,6 @@ def pareto_png(records: list[RunRecord], *, metric: str) -> bytes | None:
                  color="#9aa9c0", label="measured")
     axes.plot([by_name[n][1] for n in front], [by_name[n][0] for n in front], "o-",
               color="#1f5fa8", label="Pareto front")
-    # A number beside each point of the front, its name in the key below: a sweep point's
-    # name is longer than the plot is wide.
-    for name in keyed:
-        n = front.index(name) + 1
-        axes.annotate(str(n), (by_name[name][1], by_name[name][0]), fontsize=6,
-                      xytext=(-4, 2), textcoords="offset points", ha="right", gid=f"front:{n}")
     axes.set_xlabel(axis_label(latency, "lower is better"))
     axes.set_ylabel(axis_label(metric, "higher is better"))
     axes.grid(alpha=0.3)
@@ -291,4 +286,10 @@ def pareto_png(records: list[RunRecord], *, metric: str) -> bytes | None:
                 linespacing=1.2, gid="front:key")
     room = (0.15 + KEY_LINE_IN * lines) / figure.get_figheight()
     figure.set_layout_engine("tight", rect=(0, room, 1, 1))  # the key's room below the plot
+    # A number beside each point of the front, its name in the key below (a sweep point's name
+    # is longer than the plot is wide), where it covers no other number and no point.
+    place_labels(axes, [PointLabel(by_name[name][1], by_name[name][0],
+                                   str(front.index(name) + 1), "black") for name in keyed],
+                 points=[(lat, tput) for _, tput, lat in points], fontsize=6)
+    figure.set_layout_engine("none")  # the layout the numbers were placed in, kept
     return _png(figure)

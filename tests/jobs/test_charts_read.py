@@ -1,9 +1,10 @@
 """The charts as a person reads them (issue 32 item 8), each read back from the figure's own
 objects: a mixed row of the batch chart gives each level's % in a few words, its note inside the
-plot; the load Pareto chart's level labels cover neither one another nor a point at the crowded
-low-latency end; `show --chart` writes a sweep's landscape heat map (and its Pareto front)
-beside the batch's chart, the very charts its thread uploads; the digest's trend has a panel for
-a preset whose results were unchanged or mixed, and keeps a cancelled batch off its line."""
+plot; the load Pareto chart's level labels (and a sweep's Pareto front numbers) cover neither one
+another nor a point at the crowded low-latency end; `show --chart` writes a sweep's landscape
+heat map (and its Pareto front) beside the batch's chart, the very charts its thread uploads;
+the digest's trend has a panel for a preset whose results were unchanged or mixed, and keeps a
+cancelled batch off its line."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ pytest.importorskip("matplotlib")
 from matplotlib.text import Text  # noqa: E402
 from matplotlib.transforms import Bbox  # noqa: E402
 
+import jobs.charts.sweep as sweep_charts  # noqa: E402
 import jobs.charts.trend as trend_charts  # noqa: E402
 from bot.cli.main import main  # noqa: E402
 from bot.thread.summary_message import summary_uploads  # noqa: E402
@@ -35,7 +37,7 @@ from jobs.store import Store  # noqa: E402
 from tests.bot.test_cli import specbench  # noqa: E402
 from tests.conftest import make_plan, make_record  # noqa: E402
 from tests.jobs.test_batch_chart import texts  # noqa: E402
-from tests.jobs.test_chart_legibility import cut_texts  # noqa: E402
+from tests.jobs.test_chart_legibility import cut_texts, record, sweep_values  # noqa: E402
 from tests.jobs.test_level_report import batch as leveled_batch  # noqa: E402
 from tests.jobs.test_level_verdicts import SLO  # noqa: E402
 
@@ -157,6 +159,50 @@ def test_the_load_pareto_labels_cover_neither_one_another_nor_a_point() -> None:
     assert any(level == "c=1" for _, level in named)
     # the latencies span 38x: a log axis, so that the light loads are not one corner
     assert axes.get_xscale() == "log"
+
+
+@pytest.fixture
+def drawn_sweep(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
+    """The sweep charts' figures, as their module rendered them to PNG."""
+    figures: list[Any] = []
+    render = sweep_charts._png
+
+    def keep(figure: Any) -> bytes:
+        png: bytes = render(figure)
+        figures.append(figure)
+        return png
+
+    monkeypatch.setattr(sweep_charts, "_png", keep)
+    return figures
+
+
+def test_the_sweep_pareto_numbers_cover_neither_one_another_nor_a_point(
+        drawn_sweep: list[Any]) -> None:
+    plan, values = sweep_values("eagle3-tune", measured=150)
+    records = [record("baseline", 45.0, 9.0)]
+    records += [record(name, value, 6.0 + value * 0.1 + (n % 5) * 0.3)
+                for n, (name, value) in enumerate(values.items())]
+    assert sweep_charts.pareto_png(records, metric=plan.metric) is not None
+    [figure] = drawn_sweep
+    assert cut_texts(figure) == []
+    [axes] = figure.axes
+    numbers = [t for t in axes.texts if t.get_text()[:1].isdigit()]
+    boxes = [text_box(t) for t in numbers]
+    for i, box in enumerate(boxes):
+        for j in range(i):
+            assert not box.overlaps(boxes[j]), (numbers[i].get_text(), numbers[j].get_text())
+    dot = 3.0 * figure.dpi / 72
+    for number, box in zip(numbers, boxes, strict=True):
+        for r in records:
+            x, y = axes.transData.transform((r.samples("median_itl_ms")[0],
+                                             r.samples("output_throughput")[0]))
+            assert not box.overlaps(Bbox.from_extents(x - dot, y - dot, x + dot, y + dot)), (
+                number.get_text(), r.approach)
+    # every keyed point of the front is numbered, points that coincide with one label
+    named = {n for t in numbers for n in t.get_text().split(", ")}
+    key = next(t for t in figure.texts if t.get_gid() == "front:key").get_text()
+    keyed = {line.split()[0] for line in key.splitlines()[1:] if line[:1].isdigit()}
+    assert named == keyed and len(keyed) == sweep_charts.MAX_KEYED
 
 
 # ------------------------------------------------------------------------ show --chart, a sweep
