@@ -12,7 +12,7 @@ from typing import Any
 from jobs.charts.sweep import landscape_png, pareto_png
 from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
-from jobs.core.sweep_values import Points
+from jobs.core.sweep_values import Points, point_value
 
 
 @dataclass(frozen=True)
@@ -39,10 +39,12 @@ def sweep_charts(records: list[RunRecord], *, plan: BatchPlan) -> list[ChartFile
         return []
     points = Points.of(plan, records)
     best = points.best()  # under an SLO, the best point that met it at every level
+    base = next((r for r in records if r.role == "baseline"), None)
     files: list[ChartFile] = []
     landscape = landscape_png(sweep, points.known()[0], metric=plan.metric,
                               lower_is_better=plan.lower_is_better,
-                              winner=best[0] if best else None)
+                              winner=best[0] if best else None,
+                              baseline=None if base is None else point_value(base, plan.metric))
     if landscape is not None:
         files.append(ChartFile("landscape", landscape,
                                f"sweep {sweep.name}: {plan.metric} over {', '.join(sweep.grid)}"))

@@ -246,6 +246,37 @@ def test_show_chart_writes_a_sweeps_landscape_heat_map_and_pareto_front(tmp_path
     assert all(path.read_bytes().startswith(PNG) for path in written)
 
 
+def test_a_sweeps_landscape_names_the_baseline_it_is_read_against(drawn_sweep: list[Any]) -> None:
+    plan, records = sweep_batch()
+    report = judged(records, Metric(min_effect_pct=5.0))
+    summary_uploads(records, report=report, batch_id="b-sweep", plan=plan, redact=lambda t: t)
+    heat = next(f for f in drawn_sweep if f.axes[0].images)
+    assert heat.axes[0].get_title().splitlines()[-1] == "baseline 652 tok/s"
+
+
+def test_a_one_knob_landscape_draws_the_baseline_and_says_not_run_inside_the_plot(
+        drawn_sweep: list[Any]) -> None:
+    from jobs.core.sweeps import SweepPlan
+
+    plan = resolve(load_preset("cpu-demo"))
+    assert plan.sweep is not None
+    knob = "prompt-lookup-num-tokens"
+    line = SweepPlan(name="lookup", extends=plan.sweep.extends, search="grid", budget=None,
+                     grid={knob: plan.sweep.grid[knob]}, confirm_reps=3)
+    run = {p.approach: 900.0 + 250 * p.index[0] for p in line.points[1:]}  # the first not run
+    sweep_charts.landscape_png(line, run, metric="output_throughput", lower_is_better=False,
+                               winner=line.points[-1].approach, baseline=652.0)
+    [figure] = drawn_sweep
+    [axes] = figure.axes
+    figure.draw_without_rendering()
+    [note] = [t for t in axes.texts if t.get_text() == "not run"]
+    frame, box = axes.get_window_extent(), note.get_window_extent()
+    assert frame.x0 <= box.x0 and box.x1 <= frame.x1
+    [base] = [line for line in axes.lines if line.get_label() == "baseline 652 tok/s"]
+    assert list(base.get_ydata()) == [652.0, 652.0]
+    assert not box.overlaps(base.get_window_extent())
+
+
 # ------------------------------------------------------------------------ the digest's trend
 
 
