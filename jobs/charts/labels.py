@@ -95,25 +95,41 @@ def _number(text: str) -> tuple[float, str]:
 def _spot(axes: Any, label: PointLabel, *, fontsize: float, renderer: Any,
           avoid: list[Any], frame: Any) -> tuple[Any, Any] | None:
     """The first free spot's (annotation, box); for a label to keep, else the one that covers
-    least; None for a label left out."""
-    best: tuple[float, Any, Any] | None = None
+    least; None for a label left out. The text is measured once: a spot's box is its size
+    moved to the spot, and only the chosen spot is annotated."""
+    probe = _annotate(axes, label, (0.0, 0.0), fontsize=fontsize, leader=False)
+    size = text_box(probe, renderer)
+    probe.remove()
+    x, y = axes.transData.transform((label.x, label.y))
+    to_px = axes.figure.dpi / 72.0
+    best: tuple[float, tuple[float, float], Any] | None = None
     for ring in RINGS:
         for dx, dy in SPOTS:
-            text = _annotate(axes, label, (dx * ring, dy * ring), fontsize=fontsize,
-                             leader=ring > RINGS[0])
-            box = text_box(text, renderer)
+            offset = (dx * ring, dy * ring)
+            box = _moved(size, x + offset[0] * to_px, y + offset[1] * to_px, offset)
             cost = sum(_overlap(box, other) for other in avoid) + _outside(box, frame)
             if cost == 0:
-                if best is not None:
-                    best[1].remove()
-                return text, box
+                best = (cost, offset, box)
+                break
             if label.keep and (best is None or cost < best[0]):
-                if best is not None:
-                    best[1].remove()
-                best = (cost, text, box)
-            else:
-                text.remove()
-    return None if best is None else (best[1], best[2])
+                best = (cost, offset, box)
+        if best is not None and best[0] == 0:
+            break
+    if best is None:
+        return None
+    text = _annotate(axes, label, best[1], fontsize=fontsize, leader=best[1] not in (
+        (dx * RINGS[0], dy * RINGS[0]) for dx, dy in SPOTS))
+    return text, text_box(text, renderer)
+
+
+def _moved(size: Any, x: float, y: float, offset: tuple[float, float]) -> Any:
+    """A text's box of `size` anchored at (x, y) as `_annotate` aligns it for `offset`."""
+    from matplotlib.transforms import Bbox
+
+    w, h = size.width, size.height
+    x0 = x if offset[0] > 0 else x - w if offset[0] < 0 else x - w / 2
+    y0 = y if offset[1] > 0 else y - h if offset[1] < 0 else y - h / 2
+    return Bbox.from_extents(x0, y0, x0 + w, y0 + h)
 
 
 def _annotate(axes: Any, label: PointLabel, offset: tuple[float, float], *, fontsize: float,
