@@ -156,10 +156,10 @@ def cmd_show(args: argparse.Namespace) -> int:
     chart = _chart_path(args.chart)
     data = show(_context(), args.batch, records_only=args.format == "jsonl" and not chart)
     if chart is not None:
-        from jobs.commands.show import chart_of, load_charts_of
+        from jobs.commands.show import chart_of, extra_charts_of
 
         _write_chart(chart, chart_of(data))
-        for extra in load_charts_of(data):  # with load levels: FILE-loads.png, ...
+        for extra in extra_charts_of(data):  # FILE-loads.png, FILE-landscape.png, ...
             _write_chart(chart.with_name(f"{chart.stem}-{extra.suffix}{chart.suffix}"),
                          extra.png)
     if args.format == "jsonl":

@@ -132,7 +132,8 @@ def build_parser() -> argparse.ArgumentParser:
                       help="also write the batch's chart (each approach against the baseline, "
                            "coloured by its verdict) to FILE.png; with load levels also "
                            "FILE-loads.png (the metric against load) and FILE-load-pareto.png "
-                           "(throughput against latency)")
+                           "(throughput against latency), for a sweep FILE-landscape.png (the "
+                           "metric over the swept knobs) and FILE-pareto.png")
     show.add_argument("--logs", metavar="APPROACH",
                       help="print the server log of one of the batch's runs instead: the whole "
                            "file where this host ran it, else the last lines its record keeps")

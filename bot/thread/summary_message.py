@@ -10,9 +10,8 @@ from typing import Any
 
 from bot.thread.messages import Message, Upload
 from jobs import settings
-from jobs.charts.loads import load_charts
+from jobs.charts.files import extra_charts
 from jobs.charts.summary import to_chart_png
-from jobs.charts.sweep import landscape_png, pareto_png
 from jobs.core.messages import (
     environment,
     fit_blocks,
@@ -23,7 +22,6 @@ from jobs.core.messages import (
 )
 from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
-from jobs.core.sweep_values import Points
 from jobs.core.units import unit_of
 
 LOG_LINES = 40
@@ -49,7 +47,8 @@ def summary_uploads(
     redact: Callable[[str], str],
 ) -> list[Upload]:
     """The chart of the report's verdicts (when something was measured), with load levels the
-    metric against load and the Pareto front, and the run records as JSON lines, redacted."""
+    metric against load and the Pareto front, for a sweep its landscape and Pareto front, and
+    the run records as JSON lines, redacted."""
     files: list[Upload] = []
     if is_probe_report(report):  # a queued probe: its JSON, as `specbench probe --format json`
         probe = report.get("probe")
@@ -64,9 +63,7 @@ def summary_uploads(
                             f"{metric}: each approach against the baseline, coloured by its "
                             "verdict"))
     files.extend(Upload(f"{batch_id}-{chart.suffix}.png", chart.png, chart.title)
-                 for chart in load_charts(report))  # a batch with load levels: two more
-    if plan.sweep is not None:
-        files.extend(sweep_uploads(records, batch_id=batch_id, plan=plan))
+                 for chart in extra_charts(report, records, plan=plan))  # loads, a sweep's
     lines = [redact(json.dumps(_shown(r))) for r in records]
     files.append(Upload(f"{batch_id}-runs.jsonl", ("\n".join(lines) + "\n").encode(),
                         f"run records of {batch_id}"))
@@ -95,24 +92,3 @@ def logs_message(*, store: Any, batch_id: str) -> Message:
                          "lines": len(lines), "tail": tail})
     text = render_text("batch_logs", batch=batch_id, logs=logs)
     return Message(text=settings.redact(text, secrets=secrets))
-
-
-def sweep_uploads(records: list[RunRecord], *, batch_id: str, plan: BatchPlan) -> list[Upload]:
-    """A sweep's landscape and its throughput-vs-latency Pareto front, when there is data."""
-    assert plan.sweep is not None
-    sweep = plan.sweep
-    points = Points.of(plan, records)
-    values = points.known()[0]
-    best = points.best()  # under an SLO, the best point that met it at every level
-    files: list[Upload] = []
-    landscape = landscape_png(sweep, values, metric=plan.metric,
-                              lower_is_better=plan.lower_is_better,
-                              winner=best[0] if best else None)
-    if landscape is not None:
-        files.append(Upload(f"{batch_id}-landscape.png", landscape,
-                            f"sweep {sweep.name}: {plan.metric} over {', '.join(sweep.grid)}"))
-    pareto = pareto_png(records, metric=plan.metric)
-    if pareto is not None:
-        files.append(Upload(f"{batch_id}-pareto.png", pareto,
-                            f"{plan.metric} against latency: the Pareto front"))
-    return files

@@ -15,9 +15,11 @@ from __future__ import annotations
 import io
 import math
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from jobs.charts.files import ChartFile
+from jobs.charts.labels import PointLabel, place_labels
 from jobs.charts.summary import chart_title
 from jobs.charts.sweep import axis_label, pareto_front
 from jobs.core.loads import load_label, load_value
@@ -40,13 +42,6 @@ LEGEND_ROW_IN = 0.19  # inches a 7-pt legend row takes (a wrapped line: 0.6 of i
 
 
 @dataclass(frozen=True)
-class LoadChart:
-    suffix: str  # the file's: "{batch}-{suffix}.png"
-    png: bytes
-    title: str
-
-
-@dataclass(frozen=True)
 class Series:
     name: str
     verdict: str  # "baseline" for the baseline
@@ -58,7 +53,7 @@ class Series:
         return self.verdict == "baseline"
 
 
-def load_charts(report: dict[str, Any]) -> list[LoadChart]:
+def load_charts(report: dict[str, Any]) -> list[ChartFile]:
     """Both charts of a batch with loads, as PNGs; [] without loads or without values."""
     if not report.get("loads"):
         return []
@@ -66,13 +61,13 @@ def load_charts(report: dict[str, Any]) -> list[LoadChart]:
     charts = []
     figure = metric_figure(report)
     if figure is not None:
-        charts.append(LoadChart("loads", _png(figure),
+        charts.append(ChartFile("loads", _png(figure),
                                 f"{metric} against {knob}: one line per configuration, the "
                                 "baseline bold, SLO breaches marked"))
     figure = pareto_figure(report)
     if figure is not None:
         tput, latency = keys_of(report)
-        charts.append(LoadChart("load-pareto", _png(figure),
+        charts.append(ChartFile("load-pareto", _png(figure),
                                 f"{tput} against {latency} at every {knob} level: the Pareto "
                                 "front"))
     return charts
@@ -151,7 +146,7 @@ def pareto_figure(report: dict[str, Any]) -> Any | None:
     at: dict[str, tuple[float, float]] = {}
     figure, axes = _figure()
     breaches: list[tuple[float, float]] = []
-    labels: list[tuple[float, float, str, str]] = []
+    labels: list[tuple[str, PointLabel]] = []  # (its point's name, the label)
     for s in series:
         drawn = []
         for e in s.levels:
@@ -170,10 +165,12 @@ def pareto_figure(report: dict[str, Any]) -> Any | None:
         axes.plot([x for x, _, _ in drawn], [y for _, y, _ in drawn], marker="o",
                   ms=6 if s.baseline else 4.5, color=s.colour, lw=2.6 if s.baseline else 1.2,
                   zorder=3 if s.baseline else 2, label=_legend_label(s), gid=f"pareto:{s.name}")
-        labels += [(x, y, text, s.colour) for x, y, text in drawn]
+        ends = (0, len(drawn) - 1)  # a line's first and last level are always named
+        labels += [(f"{s.name} @ {text}", PointLabel(x, y, text, s.colour, keep=n in ends))
+                   for n, (x, y, text) in enumerate(drawn)]
     if len(points) < 2:
         return None
-    _label_points(axes, labels)
+    _latency_axis(axes, [x for _, _, x in points])
     front = sorted(pareto_front(points), key=lambda n: at[n][0])
     axes.plot([at[n][0] for n in front], [at[n][1] for n in front], ls="--", lw=2.0,
               color=FRONT, zorder=6, gid="front:line")
@@ -194,8 +191,14 @@ def pareto_figure(report: dict[str, Any]) -> Any | None:
     axes.margins(x=0.1, y=0.1)
     more = f"; {left_out} more configurations not drawn" if left_out else ""
     _title(axes, report, f"{tput} against {latency}, every configuration at every "
-                         f"{report['loads']['knob']} level{more}")
-    return _finish(figure, axes)
+                         f"{report['loads']['knob']} level, each line from the lowest up{more}")
+    _finish(figure, axes)
+    # The front's levels first, then each line's ends, then the rest where there is room.
+    ranked = sorted(labels, key=lambda item: (item[0] not in front, not item[1].keep))
+    place_labels(axes, [replace(label, keep=label.keep or name in front)
+                        for name, label in ranked],
+                 points=[(label.x, label.y) for _, label in labels])
+    return figure
 
 
 def _figure() -> tuple[Any, Any]:
@@ -251,24 +254,15 @@ def _level_axis(axes: Any, levels: list[float], knob: str) -> None:
     axes.set_xlabel(f"{knob} ({unit})" if unit else knob, fontsize=8)
 
 
-def _label_points(axes: Any, points: list[tuple[float, float, str, str]]) -> None:
-    """Each point's level beside it in its line's colour; points that (nearly) coincide get one
-    label, their levels joined, so that no two labels print over each other."""
-    xs, ys = [p[0] for p in points], [p[1] for p in points]
-    near_x = (max(xs) - min(xs)) * 0.02 or 1.0
-    near_y = (max(ys) - min(ys)) * 0.03 or 1.0
-    placed: list[tuple[float, float, list[str], str]] = []
-    for x, y, text, colour in points:
-        spot = next((p for p in placed if abs(p[0] - x) <= near_x and abs(p[1] - y) <= near_y),
-                    None)
-        if spot is None:
-            placed.append((x, y, [text], colour))
-        elif text not in spot[2]:
-            spot[2].append(text)
-    for x, y, texts, colour in placed:
-        texts.sort(key=lambda t: float(t.rpartition("=")[2]))
-        axes.annotate(", ".join(texts), (x, y), xytext=(8, 5), textcoords="offset points",
-                      fontsize=6, color=colour if len(texts) == 1 else "#333333")
+def _latency_axis(axes: Any, latencies: list[float]) -> None:
+    """A log scale when the latencies span 8x or more (the levels' usual spread), so that the
+    low-latency end, where the light loads sit, is not crushed into one corner."""
+    from matplotlib.ticker import FuncFormatter, NullFormatter
+
+    if min(latencies) > 0 and max(latencies) / min(latencies) >= 8:
+        axes.set_xscale("log")
+        axes.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axes.xaxis.set_minor_formatter(NullFormatter())
 
 
 def _legend_label(s: Series) -> str:

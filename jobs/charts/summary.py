@@ -14,6 +14,7 @@ import statistics
 import textwrap
 from typing import Any
 
+from jobs.core.loads import load_label
 from jobs.core.messages import environment
 from jobs.core.records import RunRecord
 from jobs.core.units import unit_of
@@ -68,13 +69,45 @@ def summary_figure(report: dict[str, Any], records: list[RunRecord]) -> Any | No
     axes.set_ylim(-0.7, len(rows) - 0.3)
     unit = unit_of(metric)
     better = "lower is better" if report.get("lower_is_better") else "higher is better"
-    axes.set_xlabel(f"{metric} ({unit + ', ' if unit else ''}{better}); "
+    axes.set_xlabel(f"{metric}{_at_lowest(report)} ({unit + ', ' if unit else ''}{better}); "
                     "dot: median, bar: min–max of the repetitions", fontsize=8)
     axes.set_title("\n".join(textwrap.wrap(chart_title(report), 90)), fontsize=9, loc="left")
     axes.grid(axis="x", alpha=0.3)
     _legend(axes, rows)
     figure.tight_layout()
+    _fit_notes(figure, axes)
     return figure
+
+
+def _fit_notes(figure: Any, axes: Any) -> None:
+    """The value axis widened until every note beside a dot ends inside the plot: a long note
+    (a failure's cause, a mixed row's levels) never runs over the frame."""
+    for _ in range(3):  # the layout moves the frame a little each time
+        figure.draw_without_rendering()
+        frame = axes.get_window_extent()
+        right = axes.get_xlim()[1]
+        needed = right
+        for note in axes.texts:
+            if not hasattr(note, "xyann"):  # a row without a value: its note at the axis' start
+                continue
+            value = note.xy[0]
+            reach = note.get_window_extent().x1 - axes.transData.transform((value, 0))[0]
+            room = frame.width - reach - 4  # pixels: clear of the frame's line
+            if room > 0 and value / right * frame.width > room:
+                needed = max(needed, value * frame.width / room)
+        if needed <= right:
+            return
+        axes.set_xlim(0, needed)
+        figure.tight_layout()
+
+
+def _at_lowest(report: dict[str, Any]) -> str:
+    """' at max-concurrency 1' for a batch with load levels: the rows are its lowest level's
+    (the load charts have every level); '' without."""
+    loads = report.get("loads") or {}
+    if not loads.get("levels"):
+        return ""
+    return f" at {load_label({loads['knob']: loads['levels'][0]})}"
 
 
 def chart_title(report: dict[str, Any]) -> str:
@@ -116,12 +149,32 @@ def _note(result: dict[str, Any]) -> str:
         return "■ cancelled"
     if verdict == "skipped":
         return "· skipped (never started)"
-    if verdict == "mixed":  # by load level: its crossover says more than the lowest's delta
-        crossover = result.get("crossover") or {}
-        return f"± mixed: {crossover.get('text') or 'improved at some loads, regressed at others'}"
+    if verdict == "mixed":  # by load level: each level's % (the summary has the sentence)
+        return f"± mixed: {mixed_levels(result)}"
     delta = result.get("delta_pct")
     shown = "–" if delta is None else f"{delta:+.1f}%"
     return f"{MARKS[verdict]} {shown}" + (" inconclusive" if verdict == "inconclusive" else "")
+
+
+def mixed_levels(result: dict[str, Any], most: int = 4) -> str:
+    """A mixed result's levels as 'c=1 +30.0%, c=4 +12.0%, c=16 -10.0%': with more than `most`,
+    the first, the two either side of the first change of verdict and the last, '…' between."""
+    levels = [(load_label(e["load"], short=True), float(e["delta_pct"]), e.get("verdict"))
+              for e in result.get("by_load") or [] if e.get("delta_pct") is not None]
+    if not levels:
+        delta = result.get("delta_pct")
+        return "–" if delta is None else f"{delta:+.1f}% at the lowest load"
+    keep = set(range(len(levels)))
+    if len(levels) > most:
+        turn = next((i for i in range(1, len(levels)) if levels[i][2] != levels[i - 1][2]), 1)
+        keep = {0, turn - 1, turn, len(levels) - 1}
+    shown: list[str] = []
+    for i, (label, delta, _) in enumerate(levels):
+        if i in keep:
+            if shown and i - 1 not in keep:
+                shown.append("…")
+            shown.append(f"{label} {delta:+.1f}%")
+    return ", ".join(shown).replace(", …,", " …")
 
 
 def _draw_baseline(axes: Any, samples: list[float]) -> None:

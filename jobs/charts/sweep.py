@@ -18,6 +18,7 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any
 
+from jobs.charts.labels import PointLabel, place_labels
 from jobs.core.records import RunRecord
 from jobs.core.sweeps import SweepPlan, show_value
 from jobs.core.units import unit_of
@@ -54,22 +55,26 @@ def landscape_png(
     metric: str,
     lower_is_better: bool,
     winner: str | None = None,
+    baseline: float | None = None,
 ) -> bytes | None:
     """The metric over the grid; `values`: point -> its value (the baseline-equal point may be
-    given the baseline's). None when no point has a value."""
+    given the baseline's); `baseline`: the baseline's value, named in the title (a line across
+    a one-knob chart) so that a reader knows which points beat it. None when no point has a
+    value."""
     if not any(v is not None and math.isfinite(v) for v in values.values()):
         return None
     knobs = list(sweep.grid)
     better = "lower is better" if lower_is_better else "higher is better"
     if len(knobs) == 1:
-        return _line(sweep, values, metric=metric, better=better, winner=winner)
+        return _line(sweep, values, metric=metric, better=better, winner=winner,
+                     baseline=baseline)
     return _heat(sweep, values, metric=metric, better=better, winner=winner,
-                 lower_is_better=lower_is_better)
+                 lower_is_better=lower_is_better, baseline=baseline)
 
 
 def _line(
     sweep: SweepPlan, values: Mapping[str, float | None], *, metric: str, better: str,
-    winner: str | None,
+    winner: str | None, baseline: float | None,
 ) -> bytes:
     [knob] = list(sweep.grid)
     labels = [show_value(v) for v in sweep.grid[knob]]
@@ -79,26 +84,32 @@ def _line(
     axes.plot(range(len(ys)), ys, "o-", color="#1f5fa8")  # NaN: a gap, not a value
     for x, point in enumerate(sweep.points):
         if math.isnan(ys[x]):
-            axes.annotate("not run", (x, 0.02), xycoords=("data", "axes fraction"),
-                          ha="center", fontsize=7, color="#888888")
+            # half-way up, in the line's gap: clear of a baseline line near the axis
+            axes.annotate("not run", (x, 0.5), xycoords=("data", "axes fraction"),
+                          ha="center", va="center", fontsize=7, color=NOT_RUN)
         if point.approach == winner:
             axes.scatter([x], [ys[x]], s=180, facecolors="none", edgecolors="#c23b22", lw=2,
                          label="best measured" if winner else None)
         if point.approach == sweep.same_as_baseline:
             axes.scatter([x], [ys[x]], marker="s", color="#555555", label="baseline")
+    if baseline is not None:
+        axes.axhline(baseline, color="#555555", ls="--", lw=1,
+                     label=f"baseline {_shown(baseline, metric)}")
     axes.set_xticks(range(len(labels)), labels)
+    axes.set_xlim(-0.5, len(labels) - 0.5)  # a value not run at either end: its note inside
     axes.set_xlabel(knob)
     axes.set_ylabel(axis_label(metric, better))
     axes.grid(alpha=0.3)
-    axes.set_title(_wrap(f"sweep {sweep.name}: {_measured(sweep, values)}"), fontsize=9)
-    if winner or sweep.same_as_baseline:
+    axes.set_title(_wrap(f"sweep {sweep.name}: {_measured(sweep, values)}")
+                   + _against(baseline, metric), fontsize=9)
+    if winner or sweep.same_as_baseline or baseline is not None:
         axes.legend(fontsize=7, frameon=False)
     return _png(figure)
 
 
 def _heat(
     sweep: SweepPlan, values: Mapping[str, float | None], *, metric: str, better: str,
-    winner: str | None, lower_is_better: bool,
+    winner: str | None, lower_is_better: bool, baseline: float | None,
 ) -> bytes:
     import numpy as np
 
@@ -131,7 +142,7 @@ def _heat(
     axes.set_ylabel(rows)
     extra = f"; best over {', '.join(knobs[2:])}" if len(knobs) > 2 else ""
     axes.set_title(_wrap(f"sweep {sweep.name}: {_measured(sweep, values)}; blank: not run"
-                         f"{extra}"), fontsize=9)
+                         f"{extra}") + _against(baseline, metric), fontsize=9)
     if winner or sweep.same_as_baseline:
         axes.legend(loc="upper left", bbox_to_anchor=(0.0, _below(axes)), fontsize=7,
                     frameon=False, ncol=2)  # under the x label: the title above keeps its place
@@ -226,6 +237,16 @@ def _value(values: Mapping[str, float | None], name: str) -> float:
     return float("nan") if value is None or not math.isfinite(value) else float(value)
 
 
+def _against(baseline: float | None, metric: str) -> str:
+    """A title's last line: 'baseline 652 tok/s' ('' without a baseline value)."""
+    return "" if baseline is None else f"\nbaseline {_shown(baseline, metric)}"
+
+
+def _shown(value: float, metric: str) -> str:
+    unit = unit_of(metric)
+    return f"{value:.4g}{' ' + unit if unit else ''}"
+
+
 def _measured(sweep: SweepPlan, values: Mapping[str, float | None]) -> str:
     run = len([p for p in sweep.points if p.approach in values])
     return f"{run} of {len(sweep.points)} points measured ({sweep.search})"
@@ -276,12 +297,6 @@ def pareto_png(records: list[RunRecord], *, metric: str) -> bytes | None:
                  color="#9aa9c0", label="measured")
     axes.plot([by_name[n][1] for n in front], [by_name[n][0] for n in front], "o-",
               color="#1f5fa8", label="Pareto front")
-    # A number beside each point of the front, its name in the key below: a sweep point's
-    # name is longer than the plot is wide.
-    for name in keyed:
-        n = front.index(name) + 1
-        axes.annotate(str(n), (by_name[name][1], by_name[name][0]), fontsize=6,
-                      xytext=(-4, 2), textcoords="offset points", ha="right", gid=f"front:{n}")
     axes.set_xlabel(axis_label(latency, "lower is better"))
     axes.set_ylabel(axis_label(metric, "higher is better"))
     axes.grid(alpha=0.3)
@@ -291,4 +306,10 @@ def pareto_png(records: list[RunRecord], *, metric: str) -> bytes | None:
                 linespacing=1.2, gid="front:key")
     room = (0.15 + KEY_LINE_IN * lines) / figure.get_figheight()
     figure.set_layout_engine("tight", rect=(0, room, 1, 1))  # the key's room below the plot
+    # A number beside each point of the front, its name in the key below (a sweep point's name
+    # is longer than the plot is wide), where it covers no other number and no point.
+    place_labels(axes, [PointLabel(by_name[name][1], by_name[name][0],
+                                   str(front.index(name) + 1), "black") for name in keyed],
+                 points=[(lat, tput) for _, tput, lat in points], fontsize=6)
+    figure.set_layout_engine("none")  # the layout the numbers were placed in, kept
     return _png(figure)

@@ -18,7 +18,10 @@ MAX_PANELS = 6
 MAX_TICKS = 12  # experiments named on the x axis, at most (every Nth when there are more)
 MAX_LABELS = 8  # a panel with more points labels only its best, worst and last
 # The verdict colours of the batch summary's chart (jobs/charts/summary.py).
-COLOURS = {"improved": "#2e8b3a", "unchanged": "#8c8c8c", "regressed": "#d62728"}
+COLOURS = {"improved": "#2e8b3a", "mixed": "#b35806", "unchanged": "#8c8c8c",
+           "regressed": "#d62728"}
+CANCELLED = "#6a3d9a"  # purple, as a cancelled row of the summary's chart
+LEGEND = {"mixed": "mixed (at its lowest load; bar: every level)"}
 LINE = "#9aa9c0"
 
 
@@ -64,14 +67,21 @@ def trend_figure(
     step = max(1, -(-len(order) // MAX_TICKS))
     ticks = list(range(0, len(order), step))
     axes_list[-1].set_xticks(ticks, [_when(order[i][0]) for i in ticks], fontsize=7)
-    present = [v for v in COLOURS if any(p["verdict"] == v for s in shown for p in s["points"])]
-    figure.legend(handles=[Line2D([], [], ls="", marker="o", color=COLOURS[v], label=v)
-                           for v in present], loc="upper center", ncol=len(present) or 1,
+    present = [v for v in COLOURS if any(p["verdict"] == v and not p.get("cancelled")
+                                         for s in shown for p in s["points"])]
+    handles = [Line2D([], [], ls="", marker="o", color=COLOURS[v], label=LEGEND.get(v, v))
+               for v in present]
+    if any(p.get("cancelled") for s in shown for p in s["points"]):
+        handles.append(Line2D([], [], ls="", marker="s", mfc="none", mec=CANCELLED,
+                              label="batch cancelled (off the line)"))
+    columns = len(handles) if len(handles) <= 4 else 3  # five entries are wider than the chart
+    rows = -(-len(handles) // max(columns, 1))
+    figure.legend(handles=handles, loc="upper center", ncol=columns or 1,
                   bbox_to_anchor=(0.5, 1 - 0.45 / height), fontsize=7, frameon=False)
     figure.suptitle(title or f"specbench digest, {start.isoformat()} to {end.isoformat()}:\n"
                     "each experiment's best judged Δ vs own baseline, per preset and hardware",
                     fontsize=9)
-    figure.tight_layout(rect=(0, 0, 1, 1 - 0.5 / height))
+    figure.tight_layout(rect=(0, 0, 1, 1 - (0.5 + 0.17 * (rows - 1)) / height))
     _untangle(figure)
     return figure
 
@@ -111,9 +121,24 @@ def _when(at: str) -> str:
 def _panel(axes: Any, s: dict[str, Any], *, where: dict[tuple[str, str], int], count: int) -> None:
     xs = [where[(p["at"], p["batch"])] for p in s["points"]]
     deltas = [float(p["delta_pct"]) for p in s["points"]]
-    axes.plot(xs, deltas, color=LINE, lw=1.2, zorder=1)
-    axes.scatter(xs, deltas, c=[COLOURS.get(p["verdict"], LINE) for p in s["points"]],
-                 s=30, zorder=3)
+    # A cancelled batch's best is of what ran before the cancel: off the line, hollow.
+    whole = [(x, d, p) for x, d, p in zip(xs, deltas, s["points"], strict=True)
+             if not p.get("cancelled")]
+    cut = [(x, d) for x, d, p in zip(xs, deltas, s["points"], strict=True) if p.get("cancelled")]
+    axes.plot([x for x, _, _ in whole], [d for _, d, _ in whole], color=LINE, lw=1.2, zorder=1,
+              gid="trend")
+    axes.scatter([x for x, _, _ in whole], [d for _, d, _ in whole],
+                 c=[COLOURS.get(p["verdict"], LINE) for _, _, p in whole], s=30, zorder=3)
+    if cut:
+        axes.scatter([x for x, _ in cut], [d for _, d in cut], marker="s", s=34,
+                     facecolors="none", edgecolors=CANCELLED, linewidths=1.4, zorder=3,
+                     gid="cancelled")
+    spans = [(x, p["levels"]) for x, p in zip(xs, s["points"], strict=True) if p.get("levels")]
+    for x, levels in spans:  # a mixed result: from its worst level to its best
+        ds = [float(level["delta_pct"]) for level in levels]
+        axes.vlines(x, min(ds), max(ds), color=COLOURS["mixed"], lw=1.4, alpha=0.6, zorder=2,
+                    gid=f"levels:{x}")
+        deltas += ds
     axes.set_xlim(-0.6, count - 0.4)
     axes.axhline(0.0, color="black", lw=0.8, zorder=2)  # the batch's own baseline
     low, high = min(0.0, *deltas), max(0.0, *deltas)
@@ -125,15 +150,13 @@ def _panel(axes: Any, s: dict[str, Any], *, where: dict[tuple[str, str], int], c
     for n, (x, point) in enumerate(zip(xs, s["points"], strict=True)):
         if id(point) not in labelled:
             continue
-        value = "" if point["value"] is None else with_unit(f", {point['value']:.4g}",
-                                                            s["metric"])
         name = _name(point["approach"])
         # Near an edge the label grows inwards, so it stays inside the panel; neighbours'
         # labels take turns above and below their points, so that they do not overlap.
         at = (x + 0.5) / max(count, 1)
         ha = "right" if at > 0.85 else "left" if at < 0.15 else "center"
         above = n % 2 == 0 or point["delta_pct"] - bottom < (top - bottom) * 0.3
-        axes.annotate(f"{name}\n{point['delta_pct']:+.1f}%{value}",
+        axes.annotate(f"{name}\n{_result(point, s['metric'])}",
                       (x, point["delta_pct"]), fontsize=6, textcoords="offset points",
                       xytext=(0, 6 if above else -7), ha=ha, va="bottom" if above else "top",
                       linespacing=1.1, zorder=4,  # over the line, legible
@@ -143,6 +166,18 @@ def _panel(axes: Any, s: dict[str, Any], *, where: dict[tuple[str, str], int], c
     axes.set_ylabel(f"Δ {s['metric']},\n% vs own baseline{unit}", fontsize=7)
     axes.set_title(f"{s['preset']} on {s['hardware']}", fontsize=8)
     axes.grid(alpha=0.3)
+
+
+def _result(point: dict[str, Any], metric: str) -> str:
+    """'+9.1%, 89.5 tok/s'; a mixed result's first and last levels ('mixed: c=1 +30.0%,
+    130 tok/s … c=64 -30.0%'); a cancelled batch's said to be one."""
+    value = "" if point["value"] is None else with_unit(f", {point['value']:.4g}", metric)
+    shown = f"{point['delta_pct']:+.1f}%{value}"
+    levels = point.get("levels") or []
+    if len(levels) > 1:
+        shown = (f"mixed: {levels[0]['load']} {shown} … "
+                 f"{levels[-1]['load']} {levels[-1]['delta_pct']:+.1f}%")
+    return shown + (" (batch cancelled)" if point.get("cancelled") else "")
 
 
 def _name(approach: str) -> str:

@@ -1,6 +1,7 @@
 """`show [BATCH]`: a stored batch (by default the latest a person started: after a sweep, the
 sweep batch, its confirmation folded in), its report and its run records, and its chart
-(`chart_of`), with load levels two more (`load_charts_of`).
+(`chart_of`), and the charts beside it (`extra_charts_of`: with load levels the metric against
+load and its Pareto front, for a sweep its landscape and Pareto front).
 
 The report is the one stored when the batch ended (what its thread was told); a batch still
 running, or cut short, gets one built from the records so far.
@@ -21,7 +22,7 @@ from jobs.store import BatchRow, Store
 from jobs.store.experiments import confirmation_of, latest_experiment
 
 if TYPE_CHECKING:
-    from jobs.charts.loads import LoadChart
+    from jobs.charts.files import ChartFile
 
 
 @dataclass(frozen=True)
@@ -95,12 +96,13 @@ def chart_of(data: Shown) -> bytes:
     return png
 
 
-def load_charts_of(data: Shown) -> list[LoadChart]:
-    """A batch with load levels: its metric against load and its Pareto front; else []."""
-    from jobs.charts.loads import load_charts
+def extra_charts_of(data: Shown) -> list[ChartFile]:
+    """The charts beside the batch's: with load levels its metric against load and its Pareto
+    front, for a sweep its landscape and Pareto front; else []."""
+    from jobs.charts.files import extra_charts
 
-    return load_charts(data.report if data.report is not None else
-                       report_of(data.row, data.records))
+    report = data.report if data.report is not None else report_of(data.row, data.records)
+    return extra_charts(report, data.records, plan=data.row.plan)
 
 
 def report_of(

@@ -198,9 +198,9 @@ def test_a_batch_with_loads_uploads_both_charts() -> None:
     assert names == ["b-1-chart.png", "b-1-loads.png", "b-1-load-pareto.png", "b-1-runs.jsonl"]
     assert all(f.content.startswith(PNG) for f in files[:3])
     assert files[1].title.startswith("output_throughput against max-concurrency")
-    # the summary chart's row of a mixed result names its crossover, in its own colour
+    # the summary chart's row of a mixed result gives each level's %, in its own colour
     rows = {row["name"]: row for row in chart_rows(data, records)}
-    assert rows["eagle3"]["note"] == "± mixed: improved up to max-concurrency 4, regressed from 16"
+    assert rows["eagle3"]["note"] == "± mixed: c=1 +30.0%, c=4 +12.0%, c=16 -10.0%, c=64 -30.0%"
     assert COLOURS["mixed"] not in (COLOURS["improved"], COLOURS["regressed"])
     # through the report analyze builds: tuned's c=16 is the one level breaking the SLO
     figure = metric_figure(data)
