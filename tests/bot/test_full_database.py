@@ -6,28 +6,33 @@ Slack stand-in. Once the volume is full every write fails with DiskFull (SQLSTAT
 reads go on: `help`, `status` and `show` are answered all the same, and their bookkeeping (each
 answer's record, bot.slack.replies) is written once space is freed, without a second answer.
 
-Skipped where a tmpfs cannot be mounted for the server (not root), without PostgreSQL or Redis.
+Skipped where a tmpfs cannot be mounted for the server (not root), without PostgreSQL or Redis;
+the same holds without privileges on SQLite, the embedded bot's store, made full by its own
+page limit (`PRAGMA max_page_count`: "database or disk is full").
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
+from sqlalchemy.exc import OperationalError
 
 from bot.thread.messages import Message
+from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.batches.execution import build_report
 from jobs.store import Store
+from jobs.store.posts import PartState
+from tests.bot.conftest import BotServer
 from tests.bot.test_distributed_bot import Bot
 from tests.conftest import make_plan, make_record
 from tests.jobs.test_distributed import Site, make_site, redis_db, wait_until
 from tests.standin.postgres import SmallVolume, small_volume
 from tests.standin.slack_api import Call, SlackStandin
-
-pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
 ANSWER_S = 10.0  # an answer takes well under a second: this is only the test's patience
 LINES = ("help", "status", "show")
@@ -76,6 +81,9 @@ def _request_parts(volume: SmallVolume) -> list[tuple[str, str, str]]:
             "SELECT scope, part, state FROM slack_parts WHERE scope LIKE 'request:%'"))]
 
 
+@pytest.mark.postgres
+@pytest.mark.redis
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_a_full_database_volume_leaves_help_status_and_show_answered(
     site: Site, volume: SmallVolume,
@@ -110,3 +118,54 @@ def test_a_full_database_volume_leaves_help_status_and_show_answered(
         bot.stop()
         standin.stop()
     assert took < ANSWER_S
+
+
+def _fill_sqlite(store: Store) -> Callable[[], None]:
+    """Make the store's SQLite database full (no page may be added: SQLITE_FULL, "database or
+    disk is full"), its pages filled to the brim; the function that frees it."""
+    engine = store._engine
+    with engine.connect() as connection:
+        pages = connection.execute(text("PRAGMA page_count")).scalar()
+
+    def limit(dbapi: Any, _: Any) -> None:
+        cursor = dbapi.cursor()
+        cursor.execute(f"PRAGMA max_page_count = {pages}")
+        cursor.close()
+
+    event.listen(engine, "connect", limit)
+    engine.dispose()  # every connection from now on has the limit
+    with pytest.raises(OperationalError, match="database or disk is full"):
+        for n in range(10_000):
+            store.begin_part(f"filler:{n:05d}", "x" * 40)
+
+    def free() -> None:
+        event.remove(engine, "connect", limit)
+        engine.dispose()
+
+    return free
+
+
+@pytest.mark.timeout(60)
+def test_a_full_sqlite_store_leaves_the_embedded_bot_answering(
+    bot: BotServer, standin: SlackStandin, dispatcher: EmbeddedDispatcher,
+) -> None:
+    store = dispatcher.store
+    free = _fill_sqlite(store)
+    before = len(standin.recorded())
+    for line in LINES:
+        assert bot.command(line).status_code == 200
+    answers = wait_until(lambda: len(got := _answers(standin, before)) >= 3 and got,
+                         timeout=ANSWER_S, what="an answer to each command")
+    assert "run PRESET" in " ".join(c.body.get("text") or "" for c in answers)  # help
+    free()
+    wait_until(lambda: len([p for scope, p in _sqlite_parts(store) if p.is_done
+                            and scope.startswith("request:")]) == 3,
+               timeout=30, what="the answers' records")
+    assert len(_answers(standin, before)) == 3, "each command answered once"
+
+
+def _sqlite_parts(store: Store) -> list[tuple[str, PartState]]:
+    with store._engine.connect() as connection:
+        scopes = [row[0] for row in connection.execute(text(
+            "SELECT DISTINCT scope FROM slack_parts WHERE scope LIKE 'request:%'"))]
+    return [(scope, part) for scope in scopes for part in store.slack_parts(scope).values()]
