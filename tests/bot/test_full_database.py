@@ -123,6 +123,7 @@ def test_a_full_database_volume_leaves_help_status_and_show_answered(
 def _fill_sqlite(store: Store) -> Callable[[], None]:
     """Make the store's SQLite database full (no page may be added: SQLITE_FULL, "database or
     disk is full"), its pages filled to the brim; the function that frees it."""
+    store.migrate()  # the schema first: a full database could not hold it
     engine = store._engine
     with engine.connect() as connection:
         pages = connection.execute(text("PRAGMA page_count")).scalar()
@@ -137,6 +138,7 @@ def _fill_sqlite(store: Store) -> Callable[[], None]:
     with pytest.raises(OperationalError, match="database or disk is full"):
         for n in range(10_000):
             store.begin_part(f"filler:{n:05d}", "x" * 40)
+    assert len(store.slack_parts("filler:00000")) == 1, "filled with parts, not refused at once"
 
     def free() -> None:
         event.remove(engine, "connect", limit)
