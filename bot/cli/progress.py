@@ -39,7 +39,7 @@ class ProgressBar:
         # A finished bench pass (and a refused preflight) stays on a terminal: the other
         # phases are redrawn in place by the next one.
         final = event["type"] in ("approach.finished", "batch.started", "batch.finished",
-                                  "batch.cancelled") or (
+                                  "batch.cancelled", "batch.paused", "batch.resumed") or (
             event["type"] == "approach.phase"
             and (event.get("phase") == "result" or bool(event.get("error"))))
         self._write(prefix + line, final=final)
@@ -80,4 +80,8 @@ class ProgressBar:
             return f"{event['index']}/{event['of']} {event['approach']}: " + outcome_text(event)
         if kind in ("batch.finished", "batch.cancelled"):
             return f"batch {event['batch']} {event.get('state')}"
+        if kind == "batch.paused":
+            return f"batch {event['batch']} paused: {event.get('reason')}"
+        if kind == "batch.resumed":
+            return f"batch {event['batch']} resumed after {event.get('after_s')} s"
         return None

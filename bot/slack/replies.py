@@ -4,8 +4,11 @@ Slack retries a command it saw no ack for, and replays it with the same trigger_
 `X-Slack-Retry-Num`; the bot drops a key it has seen in this process at once (bot.slack.app), and
 one seen by a predecessor through the store: the answer and each of its uploads are parts of the
 request's scope (`request:<key>`, bot.thread.ledger), so that a `digest` replayed after a restart
-posts nothing again, and one whose bot died mid-answer is finished. While the database is away
-(no answer within `LEDGER_WAIT_S`) a command is answered all the same, without that record.
+posts nothing again, and one whose bot died mid-answer is finished. An answer never waits on
+that bookkeeping: while the database is away (no answer within `LEDGER_WAIT_S`) a command is
+answered all the same, without that record; a record the database refuses to write (a full
+volume) is written in the background, retried until it can be, or given up with a log line
+(bot.thread.ledger, `record_wait_s`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ async def request_ledger(store: Any, key: str | None, *, retried: bool) -> Ledge
     if key is None or not retried:
         return Ledger(store=None, scope="request")
     try:
-        return await asyncio.wait_for(Ledger.load(store, f"request:{key}"), LEDGER_WAIT_S)
+        return await asyncio.wait_for(
+            Ledger.load(store, f"request:{key}", record_wait_s=LEDGER_WAIT_S), LEDGER_WAIT_S)
     except TimeoutError:  # the database away: answer now, unrecorded, rather than not at all
         log.warning("the store did not answer within %.0f s; answering %s unrecorded",
                     LEDGER_WAIT_S, key)

@@ -7,7 +7,10 @@ by a process that died before it heard Slack's answer, so the message is looked 
 conversations.replies) and attempted again only when it is not there. An attempt Slack refuses
 for now (an `ok: false` answer, a dropped connection, a timeout) is retried with backoff until it
 succeeds (`persistently`); one it refuses for good (`PERMANENT`) raises `PartFailed` and is left
-to the next start. Errors:
+to the next start. A ledger made with `record_wait_s` (a command's answer: bot.slack.replies)
+never holds its answer on the store: it waits at most that long for each record (not at all once
+one failed) and goes on while the record is written in the background, retried through an outage
+or a full database (`RECORD_PATIENCE_S`), then given up with a log line. Errors:
 
     PartFailed     Slack refused a part for a reason retrying will not change
     ClaimLost      another bot took the right to post (our claim lapsed)
@@ -24,7 +27,7 @@ from typing import Any, TypeVar
 
 from slack_sdk.errors import SlackApiError, SlackClientError
 
-from bot.thread.store_retry import patiently
+from bot.thread.store_retry import Outage, describe, is_blip, off_loop, patiently
 from jobs.store.posts import PartState
 
 log = logging.getLogger(__name__)
@@ -33,6 +36,8 @@ T = TypeVar("T")
 FIRST_PAUSE_S = 0.5
 MAX_PAUSE_S = 10.0  # well inside a summary claim's 30 s, renewed between attempts
 MARKER_TYPE = "specbench_part"
+RECORD_PATIENCE_S = 15 * 60.0  # how long a record written in the background is retried
+_writing: set[asyncio.Task[None]] = set()  # records written in the background (kept referenced)
 # Slack's errors that no retry cures (the call, the token or the channel is wrong)
 PERMANENT = frozenset({
     "channel_not_found", "not_in_channel", "is_archived", "invalid_auth", "not_authed",
@@ -113,13 +118,19 @@ class Ledger:
     scope: str
     parts: dict[str, PartState] = field(default_factory=dict)
     keep: Callable[[], Awaitable[None]] | None = None
+    # None: each record is awaited (a thread's end); seconds: the most an attempt waits for it
+    record_wait_s: float | None = None
+    _last_write: asyncio.Task[None] | None = None
+    _store_failing: bool = False
 
     @classmethod
     async def load(cls, store: Any, scope: str,
-                   keep: Callable[[], Awaitable[None]] | None = None) -> Ledger:
+                   keep: Callable[[], Awaitable[None]] | None = None,
+                   record_wait_s: float | None = None) -> Ledger:
         parts = {} if store is None else await patiently(
             lambda: store.slack_parts(scope), what=f"chat parts of {scope}")
-        return cls(store=store, scope=scope, parts=parts, keep=keep)
+        return cls(store=store, scope=scope, parts=parts, keep=keep,
+                   record_wait_s=record_wait_s)
 
     def is_done(self, part: str) -> bool:
         known = self.parts.get(part)
@@ -151,9 +162,52 @@ class Ledger:
         self.parts[part] = PartState(state, ref)
         if self.store is None:
             return
-        store, scope = self.store, self.scope
-        if state == "done":
-            await patiently(lambda: store.finish_part(scope, part, ref),
-                            what=f"{part} of {scope}")
-        else:
-            await patiently(lambda: store.begin_part(scope, part), what=f"{part} of {scope}")
+        store, scope, what = self.store, self.scope, f"{part} of {self.scope}"
+        write: Callable[[], None] = (
+            (lambda: store.finish_part(scope, part, ref)) if state == "done"
+            else (lambda: store.begin_part(scope, part)))
+        if self.record_wait_s is None:
+            await patiently(write, what=what)
+            return
+        tried = asyncio.Event()
+        task = asyncio.get_running_loop().create_task(
+            self._write_later(write, what=what, after=self._last_write, tried=tried))
+        _writing.add(task)
+        task.add_done_callback(_writing.discard)
+        self._last_write = task
+        if self._store_failing:
+            return
+        try:
+            async with asyncio.timeout(self.record_wait_s):
+                await tried.wait()
+        except TimeoutError:
+            self._store_failing = True
+            log.warning("%s: the store did not record it within %.0f s; going on, the record "
+                        "is written in the background", what, self.record_wait_s)
+
+    async def _write_later(self, write: Callable[[], None], *, what: str,
+                           after: asyncio.Task[None] | None, tried: asyncio.Event) -> None:
+        """`write()` once the ledger's earlier record is written (or given up), retried through
+        an outage for up to RECORD_PATIENCE_S; `tried` is set once its first try has ended."""
+        if after is not None:
+            await asyncio.wait({after})
+        outage = Outage(what)
+        while True:
+            try:
+                await off_loop(write)
+            except Exception as exc:
+                tried.set()
+                self._store_failing = True
+                if not is_blip(exc):
+                    log.exception("%s: the store refused its record; not recorded", what)
+                    return
+                if outage.away_s() > RECORD_PATIENCE_S:
+                    log.error("%s: not recorded, the store still refuses it after %.0f s (%s); "
+                              "a replay of this request after a restart posts it again", what,
+                              outage.away_s(), describe(exc))
+                    return
+                await asyncio.sleep(outage.failed(exc))
+                continue
+            tried.set()
+            outage.answered()
+            return

@@ -78,6 +78,7 @@ class ProgressMessage:
     # A sweep's confirmation, run inside the sweep batch: its rows, from `sweep.confirmation`
     confirmation: ProgressMessage | None = None
     final: str | None = None  # the confirmation's end state, once it ended
+    paused: str | None = None  # why the batch is paused now (batch.paused), until it goes on
 
     @classmethod
     def of(cls, batch: str, approaches: Iterable[str]) -> ProgressMessage:
@@ -95,9 +96,14 @@ class ProgressMessage:
         kind = event.get("type")
         if kind == "sweep.confirmation" and isinstance(event.get("event"), dict):
             return self._confirming(event["event"])
-        if kind == "batch.started":
+        if kind == "batch.paused":  # a full data dir, a worker told to stop
+            self.paused = str(event.get("reason") or "paused")
+        elif kind == "batch.resumed":
+            self.paused = None
+        elif kind == "batch.started":
             self.started_at = time.monotonic()
             self.sweep = event.get("sweep") or None
+            self.paused = None  # a worker took it (again)
         elif kind in ("approach.phase", "approach.finished") and self._is_new_point(event):
             self.rows[str(event["approach"])] = ProgressRow(str(event["approach"]))
             return self.apply(event)
@@ -140,7 +146,7 @@ class ProgressMessage:
         return render_message(
             "batch_progress", batch=self.batch, rows=list(self.rows.values()), final=final,
             elapsed=elapsed, finished=sum(r.done for r in self.rows.values()), sweep=sweep,
-            confirmation=confirming,
+            confirmation=confirming, paused=None if final else self.paused,
         )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from jobs import settings
-from jobs.batches import remembering, sweeping
+from jobs.batches import disk_space, remembering, sweeping
 from jobs.batches.evidence_step import Evidence, ahead
 from jobs.batches.planning import new_batch_id
 from jobs.batches.probing import execute_probe
@@ -199,7 +199,9 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
         else:
             why = bad.get(config.approach) if config.approach in names else _preflight(
                 engine, dataclasses.replace(plan, configs=(config,)), point=config.approach)
-            record = _run_one(engine, config, ctx, bad=why, cancel=cancel)
+            record = disk_space.with_room(  # a full data dir pauses, then runs it again
+                lambda: _run_one(engine, config, ctx, bad=why, cancel=cancel),
+                batch_id=batch_id, approach=config.approach, sink=sink, should_stop=cancel)
         if remembered.reopened is not None:
             record = dataclasses.replace(record, extra={**record.extra,
                                                         "reopened": remembered.reopened})

@@ -7,14 +7,20 @@ duplicate or re-sent message, however late, never runs a batch twice at once. A 
 owner was a worker of this host that is now dead is taken at once (`jobs.broker.worker`'s
 `is_dead_here`), and the store waits out a database outage (`PatientStore`). A batch is never
 failed for the database being away: past the store's patience it is left to its lease, and a
-worker's recovery sweep resumes it once the database answers.
+worker's recovery sweep resumes it once the database answers. A worker told to stop (SIGTERM)
+hands its batch back: the batch's next stop check raises `HandedBack`, which stops the running
+server as a cancel does, but records nothing for the configuration in flight; the lease is
+released, a fresh `run_batch` goes to the queue and the thread says so, and the next worker
+resumes the batch where it was (the interrupted configuration runs again).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
+from collections.abc import Callable
 
 from celery import shared_task
 
@@ -34,11 +40,18 @@ class LeaseLost(Exception):
     """Another worker took the batch's lease: this one must let go at once."""
 
 
-class LeaseKeeper:
-    """Renews a held lease every TTL/3; `check` (the batch's stop callback) raises once lost."""
+class HandedBack(Exception):
+    """The worker is stopping (SIGTERM): the batch stops here and goes back to the queue."""
 
-    def __init__(self, store: Store, *, batch_id: str, owner: str, ttl: float) -> None:
+
+class LeaseKeeper:
+    """Renews a held lease every TTL/3; `check` (the batch's stop callback) raises once lost, or
+    once `stopping()` says the worker is told to stop."""
+
+    def __init__(self, store: Store, *, batch_id: str, owner: str, ttl: float,
+                 stopping: Callable[[], str | None] = lambda: None) -> None:
         self._store, self._batch_id, self._owner, self._ttl = store, batch_id, owner, ttl
+        self._stopping = stopping
         self._stop = threading.Event()
         self.lost = False
         self._thread = threading.Thread(target=self._renew, name=f"lease-{batch_id}",
@@ -59,6 +72,8 @@ class LeaseKeeper:
     def check(self) -> bool:
         if self.lost:
             raise LeaseLost(self._batch_id)
+        if (signal := self._stopping()) is not None:
+            raise HandedBack(signal)
         return False
 
     def _renew(self) -> None:
@@ -84,7 +99,8 @@ def run_leased(rt: Runtime, batch_id: str) -> str:
         return "leased"
     rt.set_busy(True)
     try:
-        with LeaseKeeper(rt.store, batch_id=batch_id, owner=owner, ttl=rt.ttl) as keeper:
+        with LeaseKeeper(rt.store, batch_id=batch_id, owner=owner, ttl=rt.ttl,
+                         stopping=lambda: rt.stopping) as keeper:
             row = rt.store.get_batch(batch_id)  # it may have ended before we took the lease
             if row is None or row.state in TERMINAL_STATES:
                 return "ended"
@@ -93,6 +109,8 @@ def run_leased(rt: Runtime, batch_id: str) -> str:
                 execute_batch(batch_id, store=rt.store, sink=rt.sink, should_stop=keeper.check)
             except LeaseLost:
                 return "lost"
+            except HandedBack as stop:
+                signal = str(stop)  # the server is stopped; the lease is released below
             except Exception as exc:  # noqa: BLE001 - a batch's bug must not kill the worker
                 if is_outage(exc):  # the store waited past its patience: resume, never fail
                     log.error("batch %s: the database is still away (%s); it resumes once the "
@@ -100,9 +118,31 @@ def run_leased(rt: Runtime, batch_id: str) -> str:
                     return "interrupted"
                 log.exception("batch %s failed", batch_id)
                 return _record_failure(rt, batch_id, exc)
-            return "ran"
+            else:
+                return "ran"
+        return _hand_back(rt, batch_id, signal=signal)
     finally:
         rt.set_busy(False)
+
+
+def _hand_back(rt: Runtime, batch_id: str, *, signal: str) -> str:
+    """Put a batch this stopping worker let go of (its lease released) back on its queue, and
+    say so in its thread; a message that cannot be sent is left to a worker's recovery sweep."""
+    from celery import current_app
+
+    host = socket.gethostname()
+    try:
+        current_app.send_task(RUN_BATCH, args=[batch_id], queue=rt.queue)
+    except Exception:  # noqa: BLE001 - Redis away: the lease is free, a sweep re-sends it
+        log.warning("batch %s: could not requeue it; a worker's recovery sweep will",
+                    batch_id, exc_info=True)
+    log.warning("batch %s: worker told to stop (%s); its server is stopped and the batch is "
+                "handed back to queue %s", batch_id, signal, rt.queue)
+    rt.sink.emit(make_event(
+        "batch.paused", batch_id, host=host, cause="worker-stopped",
+        reason=f"the worker on {host} was told to stop ({signal}): the configuration in flight "
+               f"runs again when a worker of queue {rt.queue} takes the batch"))
+    return "handed back"
 
 
 def _take_lease(rt: Runtime, row: BatchRow, owner: str) -> bool:

@@ -12,6 +12,9 @@ Besides Celery's own loop (solo pool: one batch, so one server, at a time) it ru
   `run_batch` message, oldest first;
 - a patient store (`jobs.store.patient.PatientStore`): a batch's store calls wait out a
   database outage (up to SPECBENCH_DB_PATIENCE_S), so the batch resumes instead of failing;
+- on SIGTERM (or SIGINT), Celery's warm shutdown: the running batch stops its server, hands
+  itself back to the queue and the worker exits within seconds (`Runtime.stopping`,
+  jobs.broker.tasks), instead of waiting the batch out;
 - no beat: the one digest scheduler is `python -m jobs.broker.beat` (compose's `beat`).
 """
 
@@ -91,6 +94,9 @@ class Runtime:
     busy: bool = False
     idle_since: float = field(default_factory=time.monotonic)
     sent: dict[str, float] = field(default_factory=dict)
+    # Set (from the signal handler: a plain assignment) once the worker is told to stop: the
+    # batch it runs stops its server and goes back to the queue (jobs.broker.tasks).
+    stopping: str | None = None
 
     @cached_property
     def sink(self) -> StreamSink:
@@ -233,7 +239,13 @@ def main(queue: str) -> int:
         except Exception:  # noqa: BLE001 - the periodic sweep will try again
             log.warning("start-up recovery failed", exc_info=True)
 
+    def on_shutting_down(sig: Any = None, how: Any = None, **_: Any) -> None:
+        # Celery's SIGTERM/SIGINT handler, in the main thread: its warm shutdown would wait for
+        # the running batch to end (hours); this makes the batch hand itself back instead.
+        rt.stopping = str(sig or "a stop signal")
+
     signals.worker_ready.connect(on_ready, weak=False)
+    signals.worker_shutting_down.connect(on_shutting_down, weak=False)
     # A receiver on setup_logging keeps Celery from replacing the caller's logging
     # (`specbench worker` configures jobs.ops.logs).
     signals.setup_logging.connect(_keep_logging, weak=False)

@@ -14,6 +14,9 @@ An event is a flat JSON object: `{"type": ..., "batch": ..., "at": ISO time, ...
     batch.finished      state (done | failed | refused), report (SPEC's report; None when
                         failed or refused), error (why, when failed or refused)
     batch.cancelled     report (the partial report)
+    batch.paused        cause (disk-full | worker-stopped), reason (a line for the thread),
+                        approach (disk-full: the configuration that runs again), host
+    batch.resumed       cause, approach, after_s (seconds paused): the data dir has room again
     sweep.confirmation  confirmation (its batch), event (one event of the sweep's confirmation
                         batch, as above, without a report): the sweep batch's followers see
                         its confirmation run; the confirmation's batch.started has `confirms`

@@ -30,7 +30,10 @@ def set_registry(folder: Path | None) -> None:
     """Record every group started from now on in `folder` (None: the default folder)."""
     global _registry
     if folder is not None:
-        folder.mkdir(parents=True, exist_ok=True)
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:  # a full disk: `register` makes it with each entry, or says it cannot
+            pass
     _registry = folder
 
 

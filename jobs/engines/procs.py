@@ -13,6 +13,7 @@ last step of a process that is told to stop and must leave nothing behind.
 from __future__ import annotations
 
 import collections
+import errno
 import logging
 import os
 import signal
@@ -36,6 +37,7 @@ from jobs.engines.pids import start_time as start_time
 LineCallback = Callable[[str], None]
 log = logging.getLogger(__name__)
 TAIL_LINES = 200
+NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 _live: set[ProcessGroup] = set()  # the groups this process started and has not stopped
 _live_lock = threading.Lock()
 
@@ -100,6 +102,9 @@ class ProcessGroup:
         # of `secrets` (what its `${NAME}` references resolved to: base.server_env).
         self._secrets = tuple({*settings.secret_values(env), *secrets})
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
+        # The first error writing the log (a full disk: ENOSPC): the output is still read,
+        # kept in the tail and passed on, but the log file lacks it from there on.
+        self.write_error: OSError | None = None
         self._on_line = on_line
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self._log: IO[str] = open(log_path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115
@@ -153,11 +158,16 @@ class ProcessGroup:
             if self._secrets:
                 line = settings.redact(line, secrets=self._secrets)
             self.tail.append(line)
-            try:
-                self._log.write(line + "\n")
-                self._log.flush()
-            except ValueError:
-                pass  # closed by stop() while an escaped descendant still holds the pipe
+            if self.write_error is None:
+                try:
+                    self._log.write(line + "\n")
+                    self._log.flush()
+                except ValueError:
+                    pass  # closed by stop() while an escaped descendant still holds the pipe
+                except OSError as exc:
+                    self.write_error = exc
+                    log.error("cannot write %s (%s); its output is kept in memory only",
+                              self.log_path, exc)
             if self._on_line is not None:
                 try:
                     self._on_line(line)
@@ -167,6 +177,12 @@ class ProcessGroup:
 
     def poll(self) -> int | None:
         return self.proc.poll()
+
+    def no_space_error(self) -> OSError | None:
+        """The error that kept its log from being written when it was a full disk (ENOSPC, or
+        a quota's EDQUOT): what it ran for is lost with it."""
+        error = self.write_error
+        return error if error is not None and error.errno in NO_SPACE else None
 
     def wait_output(self, timeout: float = 5.0) -> None:
         """Let the reader drain what the child wrote before it exited."""
@@ -198,7 +214,10 @@ class ProcessGroup:
             while time.monotonic() < port_deadline and not is_port_free(port):
                 time.sleep(0.05)
         self.wait_output(2.0)
-        self._log.close()
+        try:
+            self._log.close()  # a full disk fails the last flush: the group is stopped anyway
+        except OSError as exc:
+            self.write_error = self.write_error or exc
         if not self._alive():
             with _live_lock:
                 _live.discard(self)

@@ -69,6 +69,7 @@ class _Run:
         self.watch = LogWatch(rules, self.port, dialect.ready_line)
         self.server: ProcessGroup | None = None
         self.bench: ProcessGroup | None = None
+        self.lost_output: OSError | None = None  # a log a full disk kept from being written
         self._stop_checked = 0.0
         self.level = Level(load={})  # the level being measured
         self.measured = 0  # levels measured on this server
@@ -92,6 +93,8 @@ class _Run:
                     ending = levels.run(self)
         finally:
             self._shut_down(fatal=self.watch.fatal is not None)
+        if self.lost_output is not None:  # a full data dir: jobs.batches.disk_space reruns it
+            raise self.lost_output
         ending = ending or _Ending("ok", exit_code=0)
         if ending.status == "failed" and ending.exit_code is None and self.server is not None:
             code = self.server.proc.returncode
@@ -204,6 +207,7 @@ class _Run:
                     self.watch.event.clear()
         finally:
             self.bench.stop(grace_s=2.0)
+            self.lost_output = self.lost_output or self.bench.no_space_error()
             if poller is not None:
                 level.server_metrics.append({"rep": rep, **poller.stop()})
         if ending is not None:
@@ -299,3 +303,4 @@ class _Run:
                     while self.server.poll() is None and time.monotonic() < until:
                         time.sleep(0.02)
                 self.server.stop(grace_s=FATAL_GRACE_S if fatal else GRACE_S, port=self.port)
+                self.lost_output = self.lost_output or self.server.no_space_error()

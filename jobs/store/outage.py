@@ -2,15 +2,16 @@
 
 A store call that fails because the database is unreachable for now (`is_outage`: refused,
 reset, a connect or statement timeout, a hung connection cut by `jobs.store.connections`'s
-watchdog, no free connection in the pool) is tried again after 0.5, 1, 2, 4, then every 5 s;
-any other error is raised at once. One warning when an outage starts, one line when the store
-answers again (`Outage`). Two callers:
+watchdog, no free connection in the pool, a full volume that refuses writes: `is_full`) is tried
+again after 0.5, 1, 2, 4, then every 5 s; any other error is raised at once. One warning when an
+outage starts, one line when the store answers again (`Outage`). Two callers:
 
 - the worker's store (`jobs.store.patient.PatientStore`, embedded and Celery): a batch's reads
   and writes wait up to `patience_s()` (SPECBENCH_DB_PATIENCE_S, default 15 minutes), so that an
   outage delays a batch instead of failing it (`wait_out`);
 - the bot's threads (`bot.thread.store_retry`): the same pauses, off the event loop, for as
-  long as the thread lives.
+  long as the thread lives; a command's answer never waits for them (bot.thread.ledger's
+  `record_wait_s`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,14 @@ def is_outage(exc: BaseException) -> bool:
     if isinstance(exc, _OUTAGES):
         return True
     return isinstance(exc, DBAPIError) and bool(exc.connection_invalidated)
+
+
+def is_full(exc: BaseException) -> bool:
+    """Whether `exc` says the database's volume is full (PostgreSQL's disk_full, SQLSTATE
+    53100; SQLite's SQLITE_FULL): writes fail until space is freed, reads go on."""
+    orig = getattr(exc, "orig", None)
+    return (getattr(orig, "sqlstate", None) == "53100"
+            or "database or disk is full" in str(orig if orig is not None else exc))
 
 
 def describe(exc: BaseException) -> str:
@@ -74,7 +83,8 @@ class Outage:
             raise exc
         if self.since is None:
             self.since = time.monotonic()
-            log.warning("%s: the store is unreachable (%s); retrying", self.what, describe(exc))
+            log.warning("%s: the store is %s (%s); retrying", self.what,
+                        "full" if is_full(exc) else "unreachable", describe(exc))
         pause, self.pause = self.pause, next_pause(self.pause)
         return pause
 

@@ -112,9 +112,9 @@ class Bot:
         except httpx.HTTPError:
             return False
 
-    def command(self, text: str) -> httpx.Response:
+    def command(self, text: str, *, channel: str = "C_LAB") -> httpx.Response:
         body = urlencode({
-            "team_id": "T0001", "channel_id": "C_LAB", "user_id": "U_ALICE",
+            "team_id": "T0001", "channel_id": channel, "user_id": "U_ALICE",
             "command": "/specbench", "text": text, "trigger_id": f"tr-{time.time_ns()}",
         })
         return self.client.post(f"http://127.0.0.1:{self.port}/slack/events",

@@ -24,7 +24,7 @@ from tests.bot.conftest import summaries
 from tests.bot.conftest import thread_of as thread_calls
 from tests.bot.test_distributed_bot import Bot
 from tests.jobs.test_distributed import Site, Worker, make_site, redis_db, wait_until
-from tests.standin.slack_api import Call, SlackStandin
+from tests.standin.slack_api import Call, SlackStandin, shipped_scopes
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
@@ -155,8 +155,13 @@ def is_summary(method: str, body: dict[str, Any]) -> bool:
 
 
 @pytest.mark.timeout(180)
-def test_a_bot_killed_as_its_summary_is_sent_is_succeeded_at_once(site: Site) -> None:
-    standin = SlackStandin().start()
+@pytest.mark.parametrize("channel", ["C_LAB", "G_PRIVATE"])
+def test_a_bot_killed_as_its_summary_is_sent_is_succeeded_at_once(
+    site: Site, channel: str,
+) -> None:
+    """With the shipped manifest's scopes (issue 32): the successor reads the thread, in a
+    public and in a private channel, and finds the summary instead of posting a second."""
+    standin = SlackStandin(scopes=shipped_scopes()).start()
     bots: list[Bot] = []
     first = spare(site, standin, bots)
     worker = Worker(site, "onceq")
@@ -165,7 +170,7 @@ def test_a_bot_killed_as_its_summary_is_sent_is_succeeded_at_once(site: Site) ->
         standin.hold(is_summary)  # Slack posts it; the bot never hears back
         first.start()
         second = spare(site, standin, bots)
-        assert first.command("run standin-once").status_code == 200
+        assert first.command("run standin-once", channel=channel).status_code == 200
         standin.wait_for(lambda cs: bool(summaries(cs)), timeout=90)
         [row] = store.list_batches()
         first.kill9()
@@ -179,7 +184,8 @@ def test_a_bot_killed_as_its_summary_is_sent_is_succeeded_at_once(site: Site) ->
         wait_until(lambda: (p := store.slack_posts(row.id)) is not None
                    and p.summary_posted_at is not None, timeout=15, what="the posted mark")
         # found in the thread by its marker, not posted again
-        assert standin.recorded("conversations.replies")
+        looks = standin.recorded("conversations.replies")
+        assert looks and all(c.answer.get("ok") for c in looks), [c.answer for c in looks]
         (summary,) = summaries(standin.recorded())
         assert store.slack_parts(row.id)["summary"].ref == summary.answer["ts"]
         second.stop()

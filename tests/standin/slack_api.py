@@ -13,6 +13,13 @@ them. Failure injection: `fail(method, times, error)` answers the next `times` c
 (None: every call until `fail(method, 0)`) with `{"ok": false, "error": error}`, doing nothing;
 `hold(predicate)` does what a matching call asks (the message is posted) but holds its answer
 back until `release()`, so that a test can kill its caller while it waits.
+
+Scopes, as Slack checks them: a bot token (`xoxb-`) holds the bot scopes of the shipped
+`config/slack-manifest.yml` (or `scopes=` given), and a method it lacks the scope for answers
+`{"ok": false, "error": "missing_scope", "needed": ..., "provided": ...}`, doing nothing, with
+the token's scopes in `X-OAuth-Scopes` on every answer. conversations.replies needs the history
+scope of the channel's kind: `channels:history` for a public channel, `groups:history` for a
+private one (an ID starting with G, or one named in `private=`), `im:history` for a DM (D).
 """
 
 from __future__ import annotations
@@ -22,10 +29,27 @@ import json
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
+import yaml
 from aiohttp import WSMsgType, web
+
+MANIFEST = Path(__file__).resolve().parents[2] / "config" / "slack-manifest.yml"
+# The bot scope each method needs (Slack's method reference); a method not named needs none here
+# (auth.test), or is not a bot token's (apps.connections.open takes the app-level token).
+NEEDS = {"chat.postMessage": "chat:write", "chat.update": "chat:write",
+         "chat.postEphemeral": "chat:write", "chat.delete": "chat:write",
+         "files.getUploadURLExternal": "files:write",
+         "files.completeUploadExternal": "files:write"}
+HISTORY = ("conversations.replies", "conversations.history")
+
+
+def shipped_scopes() -> frozenset[str]:
+    """The bot scopes the shipped manifest asks for: what a token of the installed app holds."""
+    manifest = yaml.safe_load(MANIFEST.read_text(encoding="utf-8"))
+    return frozenset(manifest["oauth_config"]["scopes"]["bot"])
 
 
 @dataclass
@@ -39,7 +63,10 @@ class Call:
 
 
 class SlackStandin:
-    def __init__(self) -> None:
+    def __init__(self, *, scopes: frozenset[str] | None = None,
+                 private: frozenset[str] = frozenset()) -> None:
+        self.scopes = shipped_scopes() if scopes is None else frozenset(scopes)
+        self.private = private  # channel IDs of private channels (besides G...)
         self.calls: list[Call] = []
         self.acks: list[dict[str, Any]] = []
         self._lock = threading.Lock()
@@ -181,13 +208,30 @@ class SlackStandin:
             with self._lock:
                 self.calls.append(Call(method, body, raw, 200, answer))
             return web.json_response(answer)
-        answer = self._answer(method, body, request)
+        headers = {"X-OAuth-Scopes": ",".join(sorted(self.scopes))}
+        needed = self._needed(method, body, request)
+        answer = (self._answer(method, body, request) if needed is None else
+                  {"ok": False, "error": "missing_scope", "needed": needed,
+                   "provided": ",".join(sorted(self.scopes))})
         with self._lock:
             self.calls.append(Call(method, body, raw, 200, answer))
         held = self._hold
         if held is not None and held(method, body) and self._released is not None:
             await self._released.wait()
-        return web.json_response(answer)
+        return web.json_response(answer, headers=headers)
+
+    def _needed(self, method: str, body: dict[str, Any], request: web.Request) -> str | None:
+        """The scope a bot token lacks for this call (None: it may make it)."""
+        token = request.headers.get("Authorization", "").removeprefix("Bearer ").strip()
+        if not (token or str(body.get("token") or "")).startswith("xoxb-"):
+            return None
+        needed = NEEDS.get(method)
+        if method in HISTORY:
+            channel = str(body.get("channel") or "")
+            needed = ("im:history" if channel.startswith("D") else "groups:history"
+                      if channel.startswith("G") or channel in self.private
+                      else "channels:history")
+        return None if needed is None or needed in self.scopes else needed
 
     def _answer(self, method: str, body: dict[str, Any], request: web.Request) -> dict[str, Any]:
         if method == "auth.test":
