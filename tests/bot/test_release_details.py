@@ -62,3 +62,46 @@ def test_vllm_s_other_words_for_an_old_gpu_and_short_memory_name_their_cause(
     assert "current GPU. Required capability: 100." in results["exact-capability"]["why"]
     assert "current GPU. Min capability: 94." in results["quark"]["why"]
     assert "on startup is less than the engine's budget" in results["external-weights"]["why"]
+
+
+SGLANG_BENCH = ("{dataset-name: random-ids, random-input-len: 8, random-output-len: 4, "
+                "random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}")
+ABBREVIATED = f"""\
+name: sabbrev
+engine: sglang
+reps: 1
+warmup: false
+timeouts: {{startup_s: 20, bench_s: 20}}
+bench: {SGLANG_BENCH}
+baseline:
+  server_args: {{model-path: /models/tiny, tp: 1}}
+approaches:
+  - name: data-parallel
+    hypothesis: dp is --dp-size to the release's parser
+    server_args: {{dp: 1}}
+  - name: pipeline
+    hypothesis: pp is ambiguous to it
+    server_args: {{pp: 1}}
+"""
+AMBIGUOUS = ("ambiguous option: --pp could match --pp-async-batch-depth, "
+             "--pp-max-micro-batch-size, --pp-size")
+
+
+def test_sglang_preflight_reads_an_abbreviated_flag_as_the_release_s_parser_does(
+    site: Path, tmp_path: Path,
+) -> None:
+    (site / "config" / "presets" / "sabbrev.yaml").write_text(ABBREVIATED)
+    report = run_json(site, "sabbrev", STANDIN_VERSION="0.5.19")
+    assert report["baseline"]["status"] == "ok" and report["baseline"]["value"] is not None
+    results = by_approach(report)
+    assert results["data-parallel"]["verdict"] != "failed"
+    assert (results["pipeline"]["verdict"], results["pipeline"]["cause"]) == (
+        "failed", "bad-config")
+    assert AMBIGUOUS in results["pipeline"]["why"]
+    preset = tmp_path / "spp.yaml"
+    preset.write_text(ABBREVIATED.replace("name: sabbrev", "name: spp")
+                      .replace("tp: 1}", "pp: 1}", 1))
+    done = specbench(site, "run", str(preset), STANDIN_VERSION="0.5.19",
+                     SPECBENCH_DATA_DIR=str(tmp_path / "data"))
+    assert done.returncode == 2, done.stderr
+    assert AMBIGUOUS in done.stderr and len(done.stderr.strip().splitlines()) == 1

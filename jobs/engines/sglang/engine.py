@@ -139,7 +139,10 @@ class SGLangEngine:
     def preflight(self, plan: BatchPlan) -> dict[str, str]:
         found = sglang_probe.known_help(INFO.python())
         self._version = found.version
-        return preflight.check_plan(plan, found, table=load_table())
+        # launch_server's parser is argparse's with allow_abbrev on (0.5.19
+        # srt/server_args.py:4261 prepare_server_args: `argparse.ArgumentParser(prog="sglang
+        # serve")`): `--tp` is `--tp-size`, `--pp` is ambiguous from 0.5.4 on.
+        return preflight.check_plan(plan, found, table=load_table(), abbreviations=True)
 
     def fingerprint(self) -> dict[str, Any]:
         return host_fingerprint(INFO.python(), package="sglang")
