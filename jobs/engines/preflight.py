@@ -102,7 +102,7 @@ def check_plan(
     With a LaunchHelp (and a table) each configuration is spelled for that release first, and
     values are checked against the choices too. `abbreviations`: the release's parser takes an
     unambiguous prefix of a flag for the flag (argparse's allow_abbrev), so this check does too,
-    and refuses an ambiguous one as argparse does (`--pp` on SGLang 0.5.4 and later).
+    and refuses an ambiguous one as argparse does (a prefix of several flags).
     """
     if isinstance(known, LaunchHelp):
         help_: LaunchHelp | None = known
@@ -134,7 +134,7 @@ def ambiguous_reason(server_args: Mapping[str, Any], known: Iterable[str], *,
     """Argparse's refusal of the first flag that abbreviates several (allow_abbrev), or None.
 
     Argparse lists the matches in the order the parser added them; the help loses that order
-    for some releases (vLLM sorts its help), so they are listed sorted here."""
+    for some releases (a help sorted by name), so they are listed sorted here."""
     flags = frozenset(known)
     for key in server_args:
         flag = to_flag(key)
