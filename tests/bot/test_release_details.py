@@ -105,3 +105,47 @@ def test_sglang_preflight_reads_an_abbreviated_flag_as_the_release_s_parser_does
                      SPECBENCH_DATA_DIR=str(tmp_path / "data"))
     assert done.returncode == 2, done.stderr
     assert AMBIGUOUS in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def sglang_preset(name: str, info: Path, bench: str = SGLANG_BENCH) -> str:
+    return f"""\
+name: {name}
+engine: sglang
+reps: 1
+warmup: false
+timeouts: {{startup_s: 20, bench_s: 20}}
+bench: {bench}
+baseline:
+  server_args: {{model-path: /models/tiny, tp-size: 1}}
+  env: {{STANDIN_INFO_FILE: "{info}"}}
+approaches:
+  - name: faster
+    hypothesis: more tokens per second
+    env: {{STANDIN_THROUGHPUT: "95"}}
+"""
+
+
+def notes(info: Path, role: str) -> list[dict[str, Any]]:
+    entries = [json.loads(line) for line in info.read_text().splitlines()]
+    return [e for e in entries if e["role"] == role]
+
+
+def bench_logs(site: Path, batch: str) -> str:
+    return "".join(p.read_text() for p in sorted((site / "data" / "logs" / batch).glob(
+        "*.bench.log")))
+
+
+def test_sglang_s_bench_runs_as_the_module_its_release_has(site: Path, tmp_path: Path) -> None:
+    # 0.5.15 moved it to sglang.benchmark.serving and left a shim that warns; 0.5.9 has only
+    # sglang.bench_serving
+    for version, module in (("0.5.19", "sglang.benchmark.serving"),
+                            ("0.5.9", "sglang.bench_serving")):
+        info = tmp_path / f"info-{version}.jsonl"
+        name = f"smodule{version.replace('.', '')}"
+        (site / "config" / "presets" / f"{name}.yaml").write_text(sglang_preset(name, info))
+        report = run_json(site, name, STANDIN_VERSION=version)
+        assert by_approach(report)["faster"]["verdict"] == "improved"
+        assert {n["module"] for n in notes(info, "bench")} == {module}, version
+        logs = bench_logs(site, report["batch"])
+        assert "Serving Benchmark Result" in logs and "FutureWarning" not in logs
+
