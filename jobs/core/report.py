@@ -18,6 +18,7 @@ from jobs.core.next_steps import cause_rank, next_steps
 from jobs.core.records import RunRecord
 from jobs.core.remedies import Remedies
 from jobs.core.rules import RuleSet
+from jobs.core.sampling import sampling_of
 from jobs.core.server_quotes import server_sentences
 from jobs.core.stack import Stack
 from jobs.core.verdicts import Metric, Verdict, change_pct, has_failed, median
@@ -95,6 +96,8 @@ def analyze(
         "engine": engine_of_batch(baseline, engine),
         "counts": dict(Counter(v.verdict for v in verdicts)),
     }
+    if (sampling := sampling_of(records)) is not None:  # what its requests were sampled with
+        report["sampling"] = sampling
     if by_level:
         add_levels(report, records=records, baseline=baseline, verdicts=verdicts, metric=metric)
     return report

@@ -61,7 +61,9 @@ def test_vllm_s_other_words_for_an_old_gpu_and_short_memory_name_their_cause(
     assert "current GPU. Min capability: 90." in results["compressed-tensors"]["why"]
     assert "current GPU. Required capability: 100." in results["exact-capability"]["why"]
     assert "current GPU. Min capability: 94." in results["quark"]["why"]
-    assert "on startup is less than the engine's budget" in results["external-weights"]["why"]
+    # the why quotes the line, cut after about 150 characters: the stand-in's figures for this
+    # variant (10.5 GiB free) say which line it is
+    assert "(10.5/79.19 GiB) on startup is less than" in results["external-weights"]["why"]
 
 
 SGLANG_BENCH = ("{dataset-name: random-ids, random-input-len: 8, random-output-len: 4, "
@@ -149,3 +151,94 @@ def test_sglang_s_bench_runs_as_the_module_its_release_has(site: Path, tmp_path:
         logs = bench_logs(site, report["batch"])
         assert "Serving Benchmark Result" in logs and "FutureWarning" not in logs
 
+
+def vllm_preset(name: str, info: Path, bench: str = BENCH) -> str:
+    return f"""\
+name: {name}
+engine: vllm
+reps: 1
+warmup: false
+timeouts: {{startup_s: 20, bench_s: 20}}
+bench: {bench}
+baseline:
+  server_args: {{model: /models/tiny}}
+  env: {{STANDIN_STARTUP_S: "0.1", STANDIN_INFO_FILE: "{info}"}}
+approaches:
+  - name: faster
+    hypothesis: more tokens per second
+    env: {{STANDIN_THROUGHPUT: "95"}}
+"""
+
+
+def sampled_run(site: Path, name: str, preset: str, info: Path, **env: str) -> dict[str, Any]:
+    """The batch's report, after checking that each of its records names the sampling its
+    requests carried, as the stand-in server saw them."""
+    (site / "config" / "presets" / f"{name}.yaml").write_text(preset)
+    report = run_json(site, name, **env)
+    shown = specbench(site, "show", report["batch"], "--format", "jsonl")
+    records = [json.loads(line) for line in shown.stdout.splitlines()]
+    assert {json.dumps(r["sampling"]) for r in records} == {json.dumps(report["sampling"])}
+    (seen,) = {json.dumps(n["sampling"], sort_keys=True) for n in notes(info, "sampling")}
+    received = json.loads(seen)
+    if received.get("repetition_penalty") == 1.0 and report["engine"]["name"] == "vllm":
+        del received["repetition_penalty"]  # bench serve's fixed no-penalty: not a choice made
+    assert {"temperature": None, **received} == report["sampling"]
+    return report
+
+
+def test_each_record_names_its_sampling_and_compare_names_a_difference(
+    site: Path, tmp_path: Path,
+) -> None:
+    sglang = sampled_run(site, "ssample", sglang_preset("ssample", tmp_path / "s.jsonl"),
+                         tmp_path / "s.jsonl", STANDIN_VERSION="0.5.19")
+    assert sglang["sampling"] == {"temperature": 0.0}  # bench_serving's --temperature default
+    unpinned = sampled_run(site, "vsample", vllm_preset("vsample", tmp_path / "v.jsonl"),
+                           tmp_path / "v.jsonl")
+    assert unpinned["sampling"] == {"temperature": None}  # 0.33 sends none: the server's default
+    pinned = sampled_run(site, "vpinned", vllm_preset(
+        "vpinned", tmp_path / "p.jsonl", BENCH.replace("}", ", temperature: 0}")),
+        tmp_path / "p.jsonl")
+    assert pinned["sampling"] == {"temperature": 0.0}
+    differ = specbench(site, "compare", sglang["batch"], unpinned["batch"], "--format", "json")
+    data = json.loads(differ.stdout)
+    assert data["sampling"]["changes"] == [{"key": "temperature", "a": 0.0, "b": None}]
+    assert ("the batches sampled differently (temperature 0.0 → the server's default): "
+            "acceptance and throughput are measured under different sampling") in data["warnings"]
+    text = specbench(site, "compare", sglang["batch"], unpinned["batch"]).stdout
+    assert "Sampling: temperature 0.0 → the server's default" in text
+    alike = specbench(site, "compare", sglang["batch"], pinned["batch"]).stdout
+    assert "Sampling: the same (temperature 0.0)" in alike
+    assert "sampled differently" not in alike
+
+
+def test_the_shipped_eagle3_presets_pin_their_sampling_alike(site: Path, tmp_path: Path) -> None:
+    from jobs.core.presets import load_preset
+    from jobs.engines.sglang import bench_client as sglang_client
+    from jobs.engines.vllm import bench_client as vllm_client
+
+    sglang, vllm = load_preset("eagle3"), load_preset("eagle3-vllm")
+    assert sglang_client.sampling(sglang.bench) == {"temperature": 0.0}
+    assert vllm_client.sampling(vllm.bench, "0.33.0") == {"temperature": 0.0}
+    # eagle3's pin on a release whose bench_serving has no --temperature (before 0.5.14): the
+    # value its client sends anyway, so the batch runs and records it
+    pinned = SGLANG_BENCH.replace("}", f", temperature: {sglang.bench['temperature']}}}")
+    report = sampled_run(site, "sold", sglang_preset("sold", tmp_path / "o.jsonl", pinned),
+                         tmp_path / "o.jsonl", STANDIN_VERSION="0.5.9")
+    assert report["sampling"] == {"temperature": 0.0}
+    assert by_approach(report)["faster"]["verdict"] == "improved"
+
+
+def test_sampling_given_through_a_client_s_extra_body_is_what_the_record_names(
+    site: Path, tmp_path: Path,
+) -> None:
+    # vLLM: --extra-body's keys win over the flags; SGLang: a `sampling_params` in
+    # --extra-request-body replaces the client's own (both checked against what the server got)
+    extra = """, temperature: 0, extra-body: '{"temperature": 0.6, "top_p": 0.9}'}"""
+    vllm = sampled_run(site, "vextra", vllm_preset("vextra", tmp_path / "v.jsonl",
+                                                   BENCH.replace("}", extra)), tmp_path / "v.jsonl")
+    assert vllm["sampling"] == {"temperature": 0.6, "top_p": 0.9}
+    body = '{"sampling_params": {"temperature": 0.7, "max_new_tokens": 4, "ignore_eos": true}}'
+    bench = SGLANG_BENCH.replace("}", f", extra-request-body: '{body}'}}")
+    sglang = sampled_run(site, "sextra", sglang_preset("sextra", tmp_path / "s.jsonl", bench),
+                         tmp_path / "s.jsonl", STANDIN_VERSION="0.5.19")
+    assert sglang["sampling"] == {"temperature": 0.7}

@@ -3,8 +3,8 @@
 
 The run itself is the served engines' (`jobs.engines.served`); what is SGLang's own: the
 configuration spelled for the installed release (flag_table), its bench client as that release
-has it (bench_client: `sglang.benchmark.serving` from 0.5.15, else `sglang.bench_serving`)
-appending its JSON line to `--output-file`, the ready line,
+has it (bench_client: `sglang.benchmark.serving` from 0.5.15, else `sglang.bench_serving`, and
+the sampling it sends) appending its JSON line to `--output-file`, the ready line,
 `/flush_cache` before each repetition and the client's `--flush-cache` after its warm-up (a
 flush also resets SGLang's accept-length counters, so the figure the client reads is this
 repetition's own).
@@ -105,6 +105,9 @@ class SGLangDialect:
 
     def bench_settings(self, bench: Mapping[str, Any], *, rep: int) -> dict[str, Any]:
         return bench_args(bench_client.for_release(bench, self.version), rep=rep)
+
+    def sampling(self, bench: Mapping[str, Any]) -> dict[str, Any]:
+        return bench_client.sampling(bench)
 
     def prompts_sent(self, bench: Mapping[str, Any]) -> int:
         return prompts_sent(bench)

@@ -142,7 +142,10 @@ def test_health_refuses_while_loading_then_bench_serve_saves_vllms_json(
     assert drafts == [f'vllm:spec_decode_num_drafts_total{{model_name="{MODEL}",engine="0"}} '
                       f'{float(result["spec_decode_num_drafts"])}']
     assert "vllm:spec_decode_num_accepted_tokens_total{" in page
-    assert [e["role"] for e in vllm.notes()] == ["server", "bench"]
+    assert [e["role"] for e in vllm.notes()] == ["server", "bench", "sampling"]
+    # without --temperature 0.33 sends none (serve.py:2247), only its fixed repetition_penalty
+    assert vllm.notes("sampling")[0]["sampling"] == {"repetition_penalty": 1.0}
+    assert "WARNING: vllm bench serve no longer sets temperature==0 (greedy)" in done.stdout
     vllm.assert_clean()
 
 
