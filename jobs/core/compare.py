@@ -36,6 +36,7 @@ from jobs.core.errors import UserError
 from jobs.core.noise import Point, judge_change
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
+from jobs.core.sampling import sampling_difference
 from jobs.core.stack import Stack, fingerprint_keys
 from jobs.core.verdicts import Metric, compare, median
 from jobs.settings import is_secret_name
@@ -74,6 +75,9 @@ def compare_batches(
                         "matched by name")
     if (different := loads_warning(a.report, b.report)) is not None:
         warnings.append(different)
+    sampling = sampling_difference(a.records, b.records)
+    if sampling["warning"] is not None:
+        warnings.append(sampling["warning"])
     every = [_row(name, a, b, metric=metric, points=(history or {}).get(name, ()))
              for name in _names(a, b)]
     rows = [r for r in every if r["a"]["present"] or r["b"]["present"]]
@@ -94,7 +98,7 @@ def compare_batches(
         "fingerprint": fingerprint_changes(fingerprint_of(a.records), fingerprint_of(b.records)),
         **_knobs(a.plan, b.plan, ran={r["approach"] for r in rows},
                  overridden={o["knob"] for o in overrides}),
-        "overrides": overrides,
+        "overrides": overrides, "sampling": sampling,
     }
 
 

@@ -21,6 +21,7 @@ from jobs.core.noise import Bracket, Spread, bracket_of
 from jobs.core.records import RunRecord
 from jobs.core.remedies import Remedies
 from jobs.core.rules import RuleSet
+from jobs.core.sampling import sampling_of
 from jobs.core.server_quotes import server_sentences
 from jobs.core.stack import Stack
 from jobs.core.twins import twin_sentence, twins
@@ -114,6 +115,8 @@ def analyze(
     if ran is not None:
         report["overrides"] = dict(ran.get("overrides") or {})
         report["ran"] = {k: v for k, v in ran.items() if k != "overrides"}
+    if (sampling := sampling_of(records)) is not None:  # what its requests were sampled with
+        report["sampling"] = sampling
     if by_level:
         add_levels(report, records=records, baseline=baseline, verdicts=verdicts, metric=metric)
     return report

@@ -1,8 +1,10 @@
 """What one served engine says differently from another (`Dialect`), and the settings every
-served engine's benchmark shares: a seed per repetition, the number of prompts sent."""
+served engine's benchmark shares: a seed per repetition, the number of prompts sent, the
+sampling its requests carry (docs/contracts.md "Run record": `sampling`)."""
 
 from __future__ import annotations
 
+import json
 import urllib.request
 from collections.abc import Mapping
 from pathlib import Path
@@ -41,6 +43,10 @@ class Dialect(Protocol):
     def accept_length(self, result: Mapping[str, Any], before: Mapping[str, float],
                       after: Mapping[str, float]) -> float | None: ...
 
+    def sampling(self, bench: Mapping[str, Any]) -> dict[str, Any]:
+        """The sampling every request of the benchmark carries (`sampled`'s shape)."""
+        ...
+
 
 def seeded(bench: Mapping[str, Any], *, rep: int) -> dict[str, Any]:
     """The preset's bench settings for repetition `rep` (0: the warm-up, after all of them): a
@@ -75,3 +81,41 @@ def figures(result: Mapping[str, Any], metric: str, usual: tuple[str, ...]) -> d
     """The benchmark's figures the record keeps: the usual ones and the plan's metric."""
     keys = dict.fromkeys((*usual, metric))
     return {k: float(v) for k in keys if is_real(v := result.get(k))}
+
+
+# The sampling parameters a record names, as the engines' requests spell them (the bench flags
+# are the same words with dashes: --top-p, --repetition-penalty...).
+SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
+                 "repetition_penalty")
+
+
+def bench_value(bench: Mapping[str, Any], key: str) -> Any:
+    """The value the preset's bench gives the flag of `key` (`top_p`, `top-p`), or None."""
+    flag = to_flag(key)
+    return next((v for k, v in bench.items() if to_flag(k) == flag), None)
+
+
+def json_value(value: Any) -> dict[str, Any]:
+    """A JSON-object bench value (written as a mapping, or as its JSON text); {} otherwise."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return {}
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def sampled(sent: Mapping[str, Any]) -> dict[str, Any]:
+    """A record's `sampling`: the sampling parameters of `sent` (a request's, or the flags that
+    make them), numbers as numbers; `temperature` always, None when no temperature is sent (the
+    server's default sampling applies), the others only when sent."""
+    out: dict[str, Any] = {"temperature": None}
+    for key in SAMPLING_KEYS:
+        value = sent.get(key)
+        if value is None or isinstance(value, bool):
+            continue
+        try:
+            out[key] = int(value) if key == "top_k" else float(value)
+        except (TypeError, ValueError):
+            out[key] = value
+    return out

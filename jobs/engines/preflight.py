@@ -1,7 +1,8 @@
 """Flag checks before any server starts: every server arg against the server's `--help`.
 
 Each configuration is first spelled the way the installed release spells it (the engine's flag
-table, when it has one, renames knobs); then every flag must be in the release's help and every
+table, when it has one, renames knobs); then every flag must be in the release's help (or,
+where the release's argparse takes abbreviations, abbreviate exactly one of its flags) and every
 value among its choices. A refusal reads the way the release's argparse would put it (its prog,
 "unrecognized arguments", "invalid choice"), so the failure rules classify it as `bad-config`,
 with a hint when the table knows why (a flag newer than the release, or in none). The version
@@ -100,7 +101,8 @@ def check_plan(
 
     With a LaunchHelp (and a table) each configuration is spelled for that release first, and
     values are checked against the choices too. `abbreviations`: the release's parser takes an
-    unambiguous prefix of a flag for the flag (argparse's allow_abbrev), so this check does too.
+    unambiguous prefix of a flag for the flag (argparse's allow_abbrev), so this check does too,
+    and refuses an ambiguous one as argparse does (a prefix of several flags).
     """
     if isinstance(known, LaunchHelp):
         help_: LaunchHelp | None = known
@@ -115,14 +117,31 @@ def check_plan(
             if table is not None:
                 args = table.respell(config, help_.version).server_args
             kwargs = {"prog": help_.prog, "version": help_.version, "table": table}
+        reason = None
         if abbreviations:
+            reason = ambiguous_reason(args, flags, prog=kwargs.get("prog", PROG))
             args = {_expanded(k, flags): v for k, v in args.items()}
-        reason = unknown_flags_reason(args, flags, **kwargs)
+        reason = reason or unknown_flags_reason(args, flags, **kwargs)
         if reason is None and help_ is not None:
             reason = invalid_choice_reason(args, help_.choices, **kwargs)
         if reason is not None:
             out[config.approach] = reason
     return out
+
+
+def ambiguous_reason(server_args: Mapping[str, Any], known: Iterable[str], *,
+                     prog: str = PROG) -> str | None:
+    """Argparse's refusal of the first flag that abbreviates several (allow_abbrev), or None.
+
+    Argparse lists the matches in the order the parser added them; the help loses that order
+    for some releases (a help sorted by name), so they are listed sorted here."""
+    flags = frozenset(known)
+    for key in server_args:
+        flag = to_flag(key)
+        longer = sorted(f for f in flags if f.startswith(flag) and f != flag)
+        if flag not in flags and len(longer) > 1:
+            return f"{prog}: error: ambiguous option: {flag} could match {', '.join(longer)}"
+    return None
 
 
 def _expanded(key: str, flags: frozenset[str]) -> str:

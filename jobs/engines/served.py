@@ -103,6 +103,7 @@ class _Run:
             ending.exit_code = code if code is not None and code >= 0 else None
         tail = list(self.server.tail) if self.server is not None else []
         metrics, extra = levels.record_parts(ending.status)
+        extra["sampling"] = self.dialect.sampling(self.ctx.plan.bench)
         if self.watch.fallbacks:  # early startup lines: the log tail may have lost them
             extra["fallbacks"] = list(self.watch.fallbacks)
         record = to_run_record(

@@ -47,6 +47,9 @@ from jobs.settings import redact
 # Knobs that decide the model and the prompts: with all of them equal to the baseline's, greedy
 # output must equal the baseline's too.
 OUTPUT_KNOBS = ("hidden-size", "intermediate-size", "num-layers", "num-heads", "vocab-size", "seed")
+# Its child decodes greedily (model.py _set_greedy: do_sample off): temperature 0, the same
+# sampling a served engine's record names with {"temperature": 0.0}.
+SAMPLING = {"temperature": 0.0}
 _POLL_S = 0.1
 _STOP_GRACE_S = 2.0
 _REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -136,7 +139,8 @@ class LocalEngine:
                 _append_log(ctx.log_path, line)
             levels = {"by_load": by_load(ctx.plan, progress, status="failed")} if state else {}
             return to_run_record(config, ctx, status="failed", started_at=started_at,
-                                 log_tail="\n".join([header, *started.unset]), extra=levels)
+                                 log_tail="\n".join([header, *started.unset]),
+                                 extra={**levels, "sampling": dict(SAMPLING)})
         events: queue.Queue[dict[str, Any]] = queue.Queue()
         ctx.on_phase("launching", {})
         group = self.launcher.start(argv, env=env, log_path=ctx.log_path,
@@ -164,7 +168,7 @@ class LocalEngine:
         done = progress.done or {}
         first = progress.levels[0] if progress.levels else LevelProgress(load={})
         extra: dict[str, Any] = {
-            "warmup": first.warmup,
+            "warmup": first.warmup, "sampling": dict(SAMPLING),
             **{k: done[k] for k in ("output_digest", "prompt_digests") if k in done}}
         metrics = level_metrics(ctx.plan, first, done.get("accept_length"))
         if state is not None:

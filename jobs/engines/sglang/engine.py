@@ -1,10 +1,13 @@
-"""The SGLang engine: one `launch_server` process group per configuration (SPEC.md's contract).
+"""The SGLang engine: one `launch_server` process group per configuration (docs/contracts.md
+"SGLang engine contract").
 
 The run itself is the served engines' (`jobs.engines.served`); what is SGLang's own: the
-configuration spelled for the installed release (flag_table), `sglang.bench_serving` appending
-its JSON line to `--output-file`, the ready line, `/flush_cache` before each repetition and
-bench_serving's `--flush-cache` after its warm-up (a flush also resets SGLang's accept-length
-counters, so the figure bench_serving reads is this repetition's own).
+configuration spelled for the installed release (flag_table), its bench client as that release
+has it (bench_client: `sglang.benchmark.serving` from 0.5.15, else `sglang.bench_serving`, and
+the sampling it sends) appending its JSON line to `--output-file`, the ready line,
+`/flush_cache` before each repetition and the client's `--flush-cache` after its warm-up (a
+flush also resets SGLang's accept-length counters, so the figure the client reads is this
+repetition's own).
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from jobs.engines.dialect import is_real, prompts_given, seeded
 from jobs.engines.fingerprint import host_fingerprint
 from jobs.engines.flags import to_flag
 from jobs.engines.served import run_served
+from jobs.engines.sglang import bench_client
 from jobs.engines.sglang import probe as sglang_probe
 from jobs.engines.sglang.flag_table import load_table, to_release
 
@@ -86,20 +90,24 @@ class SGLangDialect:
     ready_line: str | None = READY_LINE
     metrics = INFO.metrics
 
-    def __init__(self, python: str) -> None:
+    def __init__(self, python: str, version: str | None = None) -> None:
         self.python = python
+        self.version = version  # the installed release (None: unknown, the launch will say)
 
     def server_argv(self, port: int, config: RunConfig) -> list[str]:
         return [self.python, "-m", "sglang.launch_server", "--host", "127.0.0.1",
                 "--port", str(port), *to_cli_args(config.server_args)]
 
     def bench_argv(self, port: int, out_file: Path, bench: Mapping[str, Any]) -> list[str]:
-        return [self.python, "-m", "sglang.bench_serving", "--backend", "sglang",
-                "--base-url", f"http://127.0.0.1:{port}", "--output-file", str(out_file),
-                *to_cli_args(bench)]
+        return [self.python, "-m", bench_client.bench_module(self.version), "--backend",
+                "sglang", "--base-url", f"http://127.0.0.1:{port}", "--output-file",
+                str(out_file), *to_cli_args(bench)]
 
     def bench_settings(self, bench: Mapping[str, Any], *, rep: int) -> dict[str, Any]:
-        return bench_args(bench, rep=rep)
+        return bench_args(bench_client.for_release(bench, self.version), rep=rep)
+
+    def sampling(self, bench: Mapping[str, Any]) -> dict[str, Any]:
+        return bench_client.sampling(bench)
 
     def prompts_sent(self, bench: Mapping[str, Any]) -> int:
         return prompts_sent(bench)
@@ -139,17 +147,22 @@ class SGLangEngine:
     def preflight(self, plan: BatchPlan) -> dict[str, str]:
         found = sglang_probe.known_help(INFO.python())
         self._version = found.version
-        return preflight.check_plan(plan, found, table=load_table())
+        # launch_server's parser is argparse's with allow_abbrev on (0.5.19
+        # srt/server_args.py:4261 prepare_server_args: `argparse.ArgumentParser(prog="sglang
+        # serve")`): `--tp` is `--tp-size`, `--pp` is ambiguous from 0.5.4 on.
+        return preflight.check_plan(plan, found, table=load_table(), abbreviations=True)
 
     def fingerprint(self) -> dict[str, Any]:
         return host_fingerprint(INFO.python(), package="sglang")
 
     def run(self, config: RunConfig, ctx: RunContext) -> RunRecord:
         python = INFO.python()
+        version: str | None = None
         try:  # the record keeps the names that ran
             version = self._version or sglang_probe.sglang_version(
                 sglang_probe.resolve_python(python))
             config = to_release(config, version, load_table())
         except (UserError, EngineError):
             pass  # no SGLang to ask: the launch itself will say so
-        return run_served(config, ctx, rules=load_rules(), dialect=SGLangDialect(python))
+        return run_served(config, ctx, rules=load_rules(),
+                          dialect=SGLangDialect(python, version))

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.core.engine_info import describe
-from jobs.core.errors import UserError
+from jobs.core.errors import EngineError, UserError
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
@@ -33,6 +33,7 @@ from jobs.engines.dialect import is_real, prompts_given, seeded
 from jobs.engines.fingerprint import host_fingerprint
 from jobs.engines.flags import to_flag
 from jobs.engines.served import run_served
+from jobs.engines.vllm import bench_client
 from jobs.engines.vllm import probe as vllm_probe
 
 INFO = describe("vllm")
@@ -94,9 +95,10 @@ class VLLMDialect:
     ready_line: str | None = None
     metrics = INFO.metrics
 
-    def __init__(self, python: str, model: str) -> None:
+    def __init__(self, python: str, model: str, version: str | None = None) -> None:
         self.python = python
         self.model = model
+        self.version = version  # the installed release (None: unknown)
 
     def server_argv(self, port: int, config: RunConfig) -> list[str]:
         return [self.python, *CLI, "serve", self.model, "--host", "127.0.0.1", "--port",
@@ -124,6 +126,9 @@ class VLLMDialect:
     def before_repetition(self, port: int, opener: urllib.request.OpenerDirector) -> str | None:
         return None  # see the module: a seed per repetition instead
 
+    def sampling(self, bench: Mapping[str, Any]) -> dict[str, Any]:
+        return bench_client.sampling(bench, self.version)
+
     def counters(self, port: int, opener: urllib.request.OpenerDirector) -> dict[str, float]:
         try:
             with opener.open(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
@@ -146,10 +151,14 @@ class VLLMEngine:
 
     name = "vllm"
 
+    def __init__(self) -> None:
+        self._version: str | None = None  # the release preflight found
+
     def preflight(self, plan: BatchPlan) -> dict[str, str]:
         for config in plan.configs:
             model_of(config)
         found = vllm_probe.known_help(INFO.python())
+        self._version = found.version
         flags_only = dataclasses.replace(plan, configs=tuple(
             dataclasses.replace(c, server_args={k: v for k, v in c.server_args.items()
                                                 if k != MODEL})
@@ -160,5 +169,11 @@ class VLLMEngine:
         return host_fingerprint(INFO.python(), package="vllm")
 
     def run(self, config: RunConfig, ctx: RunContext) -> RunRecord:
-        dialect = VLLMDialect(INFO.python(), model_of(config))
+        python, version = INFO.python(), self._version
+        if version is None:
+            try:  # its metadata, cached: the sampling its bench client sends depends on it
+                version = vllm_probe.vllm_version(python)
+            except EngineError:
+                pass  # no vLLM to ask: the launch itself will say so
+        dialect = VLLMDialect(python, model_of(config), version)
         return run_served(config, ctx, rules=load_rules(), dialect=dialect)

@@ -59,3 +59,46 @@ def test_cuda_graph_max_bs_runs_0_5_2_to_0_5_19_as_an_alias_from_0_5_14() -> Non
     for version in ("0.5.20", "0.5.23"):
         assert "--cuda-graph-max-bs" not in flag_set(version)
         assert "--cuda-graph-max-bs-decode" in flag_set(version)
+
+
+VLLM_FLAGS = ROOT / "tests" / "standin" / "vllm" / "flags" / "0.33.0.json"
+
+
+def parsed_as(options: set[str], key: str) -> str:
+    """How argparse (allow_abbrev, the default of both engines' parsers) reads a preset key's
+    flag: the flag itself, the one flag it abbreviates, or why it refuses it."""
+    flag = "--" + key
+    if flag in options:
+        return flag
+    longer = sorted(o for o in options if o.startswith(flag))
+    if len(longer) == 1:
+        return longer[0]
+    return f"ambiguous: {', '.join(longer)}" if longer else "unrecognized"
+
+
+def engine_knobs(engine: str) -> list[str]:
+    from jobs.core.engine_info import describe
+
+    info = describe(engine)
+    return sorted({*info.parallel_args, *info.evidence.get("tp_args", ())})
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_every_parallel_knob_of_sglang_is_one_its_parser_takes(version: str) -> None:
+    options = set(flag_set(version))
+    for key in engine_knobs("sglang"):
+        assert parsed_as(options, key).startswith("--"), (version, key, parsed_as(options, key))
+    assert parsed_as(options, "tp") == "--tp-size" and parsed_as(options, "dp") == "--dp-size"
+    if version == "0.5.19":  # --pp-max-micro-batch-size (0.5.4) and --pp-async-batch-depth
+        assert parsed_as(options, "pp") == (
+            "ambiguous: --pp-async-batch-depth, --pp-max-micro-batch-size, --pp-size")
+
+
+def test_every_parallel_knob_of_vllm_is_one_its_parser_takes() -> None:
+    data = json.loads(VLLM_FLAGS.read_text())
+    options = {o for row in data["serve"] for o in row.get("o", ())}
+    for key in engine_knobs("vllm"):
+        assert parsed_as(options, key) == "--" + key, key
+    assert {"-tp", "-pp", "-dp", "-dcp"} <= options  # one dash: no preset key becomes these
+    assert parsed_as(options, "tp") == parsed_as(options, "pp") == "unrecognized"
+    assert parsed_as(options, "dp").startswith("ambiguous")

@@ -142,7 +142,10 @@ def test_health_refuses_while_loading_then_bench_serve_saves_vllms_json(
     assert drafts == [f'vllm:spec_decode_num_drafts_total{{model_name="{MODEL}",engine="0"}} '
                       f'{float(result["spec_decode_num_drafts"])}']
     assert "vllm:spec_decode_num_accepted_tokens_total{" in page
-    assert [e["role"] for e in vllm.notes()] == ["server", "bench"]
+    assert [e["role"] for e in vllm.notes()] == ["server", "bench", "sampling"]
+    # without --temperature 0.33 sends none (serve.py:2247), only its fixed repetition_penalty
+    assert vllm.notes("sampling")[0]["sampling"] == {"repetition_penalty": 1.0}
+    assert "WARNING: vllm bench serve no longer sets temperature==0 (greedy)" in done.stdout
     vllm.assert_clean()
 
 
@@ -159,6 +162,22 @@ FATAL = {  # STANDIN_FATAL -> (the release's line, the tag its failure rule give
                    "at least 8.0.", "arch-unsupported"),
     "nccl": ("RuntimeError: NCCL error: unhandled cuda error (run with NCCL_DEBUG=INFO for "
              "details)", "nccl-error"),
+    "quant-min": ("RuntimeError: Quantization scheme is not supported for the current GPU. Min "
+                  "capability: 90. Current capability: 89.", "arch-unsupported"),
+    "quant-exact": ("RuntimeError: Quantization scheme is not supported for the current GPU. "
+                    "Required capability: 100. Current capability: 90.", "arch-unsupported"),
+    "quant-quark": ("RuntimeError: Quantization scheme is not supported for the current GPU. "
+                    "Min capability: 94. Current capability: 90.", "arch-unsupported"),
+    "startup-memory": ("ValueError: Free memory on device cuda:0 (35.21/79.19 GiB) on startup is "
+                       "less than desired GPU memory utilization (0.9, 71.27 GiB).",
+                       "out-of-memory"),
+    "startup-memory-external": (
+        "ValueError: Free memory on device cuda:0 (10.5/79.19 GiB) on startup is less than the "
+        "engine's budget after excluding external process's weights (0.9, 41.2 GiB).",
+        "out-of-memory"),
+    "external-weights": ("ValueError: Externally held weights on device cuda:0 (75.0/79.19 GiB) "
+                         "exceed the desired GPU memory utilization (0.9, 71.27 GiB).",
+                         "out-of-memory"),
 }
 
 

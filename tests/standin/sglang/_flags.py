@@ -94,12 +94,10 @@ def build_parser(version: str) -> argparse.ArgumentParser:
 
 
 def build_bench_parser(version: str) -> argparse.ArgumentParser:
-    """`bench_serving`'s parser as SGLang `version` builds it."""
+    """`bench_serving`'s parser as SGLang `version` builds it: its prog is argparse's default,
+    the file run (bench_serving.py, or serving.py for `python -m sglang.benchmark.serving`)."""
     data = flag_set(version)
-    parser = argparse.ArgumentParser(
-        prog=data["bench_serving_prog"],
-        description="Benchmark the online serving throughput.",
-    )
+    parser = argparse.ArgumentParser(description="Benchmark the online serving throughput.")
     for row in data["bench_serving"]:
         _add(parser, row)
     return parser

@@ -12,6 +12,9 @@ sglang:token_usage (the tokens they hold over STANDIN_KV_TOKENS, default the 512
 log allocates; at most 1, two decimals), sglang:num_queue_reqs and sglang:spec_accept_length
 (the last request's accept length, 0 without speculation).
 How its speed depends on the requests running together is `_load`'s model.
+Each distinct sampling the /generate requests carry (their sampling_params' sampling
+parameters) is noted once as "sampling" in $STANDIN_INFO_FILE: what tests compare a record's
+`sampling` with.
 """
 
 from __future__ import annotations
@@ -29,6 +32,24 @@ import standin_load as _load
 from sglang import __version__
 from sglang._flags import version_tuple
 from sglang._log import log
+from sglang._log import note as _note
+
+SAMPLING = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
+            "repetition_penalty")
+
+_SEEN: set[str] = set()
+_SEEN_LOCK = threading.Lock()
+
+
+def _noted_sampling(sampling: dict[str, Any]) -> None:
+    """Each distinct sampling the requests carry, noted once (see the module)."""
+    key = json.dumps(sampling, sort_keys=True)
+    with _SEEN_LOCK:
+        if key in _SEEN:
+            return
+        _SEEN.add(key)
+    _note("sampling", sampling=sampling)
+
 
 AT = version_tuple(__version__)
 
@@ -200,6 +221,7 @@ class Handler(BaseHTTPRequestHandler):
             self._reply(500, {"error": {"message": "Internal server error", "code": 500}})
             return
         params = body.get("sampling_params") or {}
+        _noted_sampling({k: params[k] for k in SAMPLING if k in params})
         new_tokens = int(params.get("max_new_tokens") or 16)
         prompt = str(body.get("text") or body.get("input_ids") or "")
         with STATE.lock:

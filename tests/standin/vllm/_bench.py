@@ -9,7 +9,10 @@ backends send it) at most --max-concurrency at a time, arriving at --request-rat
 (burstiness 1: Poisson arrivals from --seed, as get_request draws them; inf: all at once);
 TTFT, TPOT and ITL from the stream's own timing; the result block; and with --save-result the
 JSON of serve.py:2300-2456 (without --save-detailed the per-request lists it deletes are gone)
-in --result-dir/--result-filename.
+in --result-dir/--result-filename. Each request carries the sampling bench serve sends
+(serve.py:2227-2261): the sampling flags given, --extra-body's keys over them, and without
+--temperature no temperature at all, with the release's WARNING; a release before 0.15.0
+(STANDIN_VERSION) sends temperature 0.0 when none was given (0.14.0 serve.py:1636).
 STANDIN_MODE: slow-bench (hangs after the test run), bench-fails (traceback, exit 1).
 """
 
@@ -27,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
+from vllm import __version__
 from vllm._log import note
 from vllm._metrics import metrics, print_block, spec_stats
 
@@ -71,16 +75,39 @@ def spec_counters(base_url: str) -> dict[str, float] | None:
     return found or None
 
 
+_SAMPLING = ("top_p", "top_k", "min_p", "temperature", "frequency_penalty", "presence_penalty",
+             "repetition_penalty")
+
+
+def extra_body(args: argparse.Namespace) -> dict[str, Any]:
+    """main_async's `extra_body` (serve.py:2227-2261): the sampling parameters given, with
+    --extra-body's keys over them."""
+    sampling = {k: v for k in _SAMPLING if (v := getattr(args, k, None)) is not None}
+    if "temperature" not in sampling:
+        if _version_tuple(__version__) < (0, 15, 0):
+            sampling["temperature"] = 0.0  # Default to greedy decoding. (0.14.0 :1636)
+        else:
+            print("WARNING: vllm bench serve no longer sets temperature==0 (greedy) in requests "
+                  "by default. The default will be determined on the server side and can be "
+                  "model/API specific. For the old behavior, include --temperature=0.")
+    return {**sampling, **(args.extra_body or {})}
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split(".")[:3] if p.isdigit())
+
+
 def request(api_url: str, model: str, prompt: str, prompt_len: int, output_len: int,
-            ignore_eos: bool) -> dict[str, Any]:
+            ignore_eos: bool, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """async_request_openai_completions (endpoint_request_func.py:207), with a thread."""
     out: dict[str, Any] = {"success": False, "prompt_len": prompt_len, "ttft": 0.0, "itl": [],
                            "latency": 0.0, "output_tokens": 0, "error": "", "text": ""}
     body = {"model": model, "prompt": prompt, "repetition_penalty": 1.0,
             "max_tokens": output_len, "logprobs": None, "stream": True,
             "stream_options": {"include_usage": True}}
-    if ignore_eos:
+    if ignore_eos:  # _update_payload_common (:149): ignore_eos, then the extra body
         body["ignore_eos"] = True
+    body.update(extra or {})
     start = last = time.perf_counter()
     out["start_time"] = start
     try:
@@ -169,9 +196,10 @@ def bench_serve(args: argparse.Namespace) -> int:
         return 1
     model = args.served_model_name or args.model
     rows = sample(args)
+    extra = extra_body(args)
     if args.ready_check_timeout_sec > 0:
         print("Starting initial single prompt test run...")
-        test = request(api_url, model, *rows[0], args.ignore_eos)
+        test = request(api_url, model, *rows[0], args.ignore_eos, extra)
         if not test["success"]:
             print("ValueError: Initial test run failed - Please make sure benchmark arguments are "
                   f"correctly specified. Error: {test['error']}", flush=True)
@@ -193,7 +221,7 @@ def bench_serve(args: argparse.Namespace) -> int:
 
     def one(index: int) -> dict[str, Any]:
         time.sleep(max(0.0, started + arrivals[index] - time.perf_counter()))
-        return request(api_url, model, *rows[index], args.ignore_eos)
+        return request(api_url, model, *rows[index], args.ignore_eos, extra)
 
     with ThreadPoolExecutor(max_workers=args.max_concurrency or len(rows) or 1) as pool:
         outputs = list(pool.map(one, range(len(rows))))

@@ -16,6 +16,19 @@ as in a CUDA image's site-packages, lines as in the 0.33.0 wheel), where it was 
                 STANDIN_GPU_CAPABILITY is below 8.0 and --dtype is auto or bfloat16)
   nccl          vllm/distributed/device_communicators/pynccl_wrapper.py:464 RuntimeError "NCCL
                 error: unhandled cuda error (run with NCCL_DEBUG=INFO for details)"
+  quant-min     vllm/model_executor/layers/quantization/compressed_tensors/compressed_tensors.py
+                :410 RuntimeError "Quantization scheme is not supported for the current GPU. Min
+                capability: 90. Current capability: 89."
+  quant-exact   the same function's :402 (match_exact) "... Required capability: 100. ..."
+  quant-quark   .../quantization/quark/quark.py:357 RuntimeError "... Min capability: 94.
+                Current capability: 90."
+  startup-memory  vllm/v1/worker/utils.py:762 ValueError "Free memory on device cuda:0 (...) on
+                startup is less than desired GPU memory utilization (0.9, ... GiB). ..."
+  startup-memory-external  utils.py:741, the same with weights held by another process: "...
+                on startup is less than the engine's budget after excluding external process's
+                weights (0.9, ... GiB). ..."
+  external-weights  utils.py:731, those weights alone above the budget: "Externally held weights
+                on device cuda:0 (...) exceed the desired GPU memory utilization (0.9, ...). ..."
 The engine logs "EngineCore failed to start." (vllm/v1/engine/core.py:1584, logger.exception:
 the traceback carries the prefix on every line); with TP>1 each Worker_TP<rank> logs the
 traceback first and the engine's own error is "Worker failed with error ..."
@@ -38,6 +51,39 @@ _CORE = [
     f'  File "{SITE}/v1/engine/core.py", line 163, in __init__',
     "    kv_cache_config = self._initialize_kv_caches(vllm_config)",
 ]
+
+_QT = f"{SITE}/model_executor/layers/quantization"
+_QUANT = {  # kind -> (the frames down to the raise, the exception line), 0.33.0's words
+    "quant-min": ([f'  File "{_QT}/compressed_tensors/compressed_tensors.py", line 994, in '
+                   "get_scheme", "    self._check_scheme_supported(scheme.get_min_capability())",
+                   f'  File "{_QT}/compressed_tensors/compressed_tensors.py", line 410, in '
+                   "_check_scheme_supported"],
+                  "RuntimeError: Quantization scheme is not supported for the current GPU. Min "
+                  "capability: 90. Current capability: 89."),
+    "quant-exact": ([f'  File "{_QT}/compressed_tensors/compressed_tensors.py", line 402, in '
+                     "_check_scheme_supported"],
+                    "RuntimeError: Quantization scheme is not supported for the current GPU. "
+                    "Required capability: 100. Current capability: 90."),
+    "quant-quark": ([f'  File "{_QT}/quark/quark.py", line 948, in init_scheme',
+                     "    self._check_scheme_supported(scheme.get_min_capability())",
+                     f'  File "{_QT}/quark/quark.py", line 357, in _check_scheme_supported'],
+                    "RuntimeError: Quantization scheme is not supported for the current GPU. Min "
+                    "capability: 94. Current capability: 90."),
+}
+_STARTUP = {  # kind -> (the line of vllm/v1/worker/utils.py request_memory's raise, the error)
+    "startup-memory": (762, (
+        "ValueError: Free memory on device cuda:0 (35.21/79.19 GiB) on startup is less than "
+        "desired GPU memory utilization (0.9, 71.27 GiB). Decrease GPU memory utilization or "
+        "reduce GPU memory used by other processes.")),
+    "startup-memory-external": (741, (
+        "ValueError: Free memory on device cuda:0 (10.5/79.19 GiB) on startup is less than the "
+        "engine's budget after excluding external process's weights (0.9, 41.2 GiB). Decrease "
+        "GPU memory utilization or reduce GPU memory used by other processes.")),
+    "external-weights": (731, (
+        "ValueError: Externally held weights on device cuda:0 (75.0/79.19 GiB) exceed the "
+        "desired GPU memory utilization (0.9, 71.27 GiB). Increase GPU memory utilization or "
+        "reduce GPU memory used by other processes.")),
+}
 
 
 def frames(kind: str, args: argparse.Namespace) -> tuple[list[str], str]:
@@ -73,6 +119,16 @@ def frames(kind: str, args: argparse.Namespace) -> tuple[list[str], str]:
             "ValueError: Bfloat16 is only supported on GPUs with compute capability of at least "
             f"8.0. Your Tesla T4 GPU has compute capability {cap}. You can use float16 instead "
             "by explicitly setting the `dtype` flag in CLI, for example: --dtype=half.")
+    if kind in _QUANT:
+        where, error = _QUANT[kind]
+        return [_CORE[0], _CORE[1], *where, "    raise RuntimeError("], error
+    if kind in _STARTUP:
+        line, error = _STARTUP[kind]
+        return [_CORE[0], _CORE[1],
+                f'  File "{SITE}/v1/worker/gpu_worker.py", line 542, in init_device',
+                "    self.requested_memory = request_memory(",
+                f'  File "{SITE}/v1/worker/utils.py", line {line}, in request_memory',
+                "    raise ValueError("], error
     if kind == "nccl":
         return [_CORE[0], _CORE[1],
                 f'  File "{SITE}/distributed/device_communicators/pynccl_wrapper.py", line 464, '

@@ -7,7 +7,9 @@ Environment (a configuration's `env` sets them):
                       children | slow-bench | bench-fails (the last two: the server is fine,
                       bench serve misbehaves)
   STANDIN_FATAL       the failure of crash / fatal-then-hang / fatal-in-bench: oom (default) |
-                      engine-core | eagle3-target | attention | capability | nccl (_fatal.py)
+                      engine-core | eagle3-target | attention | capability | nccl | quant-min |
+                      quant-exact | quant-quark | startup-memory | startup-memory-external |
+                      external-weights (_fatal.py)
   STANDIN_STARTUP_S   seconds of "loading" before the port listens (default 0.3)
   STANDIN_THROUGHPUT  output tokens/s of each request's stream (default 82.0)
   STANDIN_TTFT_MS     milliseconds before a request's first token (default 1000/THROUGHPUT)

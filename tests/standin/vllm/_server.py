@@ -17,6 +17,8 @@ STANDIN_KV_TOKENS (default 512,000, as the startup log says) while it runs; in a
 those that fit in --max-num-seqs (default 1024, 0.33.0's on an H100/H200) and in the KV cache
 count as running, the rest as waiting; vllm:kv_cache_usage_perc is the used blocks' share
 (vllm/v1/core/block_pool.py get_usage).
+Each distinct sampling the completion requests carry (their sampling parameters) is noted once
+as "sampling" in $STANDIN_INFO_FILE: what tests compare a record's `sampling` with.
 """
 
 from __future__ import annotations
@@ -33,6 +35,23 @@ from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import standin_load as _load
+from vllm._log import note as _note
+
+SAMPLING = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
+            "repetition_penalty")
+
+_SEEN: set[str] = set()
+_SEEN_LOCK = threading.Lock()
+
+
+def _noted_sampling(sampling: dict[str, Any]) -> None:
+    """Each distinct sampling the requests carry, noted once (see the module)."""
+    key = json.dumps(sampling, sort_keys=True)
+    with _SEEN_LOCK:
+        if key in _SEEN:
+            return
+        _SEEN.add(key)
+    _note("sampling", sampling=sampling)
 
 
 class State:
@@ -230,6 +249,7 @@ class Handler(BaseHTTPRequestHandler):
                 "message": f"The model `{body.get('model')}` does not exist.",
                 "type": "NotFoundError", "param": "model", "code": 404}})
             return
+        _noted_sampling({k: body[k] for k in SAMPLING if k in body})
         prompt = body.get("prompt") or ""
         text = prompt if isinstance(prompt, str) else " ".join(map(str, prompt))
         prompt_tokens = len(prompt) if isinstance(prompt, list) else max(1, len(text.split()))
