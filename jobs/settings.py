@@ -5,8 +5,10 @@ from __future__ import annotations
 import datetime
 import os
 import re
+import zoneinfo
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import NoReturn
 
 _PACKAGE = Path(__file__).resolve().parent
 _SECRET_WORDS = ("TOKEN", "KEY", "SECRET", "PASSWORD")
@@ -23,7 +25,16 @@ def _shipped(name: str) -> Path:
 
 
 def config_dir() -> Path:
-    return Path(os.environ.get("SPECBENCH_CONFIG_DIR") or _shipped("config"))
+    """SPECBENCH_CONFIG_DIR, else the shipped config/; one that is no folder is refused (a
+    typo would otherwise read as a config without presets, rules or remedies)."""
+    given = os.environ.get("SPECBENCH_CONFIG_DIR")
+    if not given:
+        return _shipped("config")
+    path = Path(given)
+    if (problem := _folder_problem(path, create=False)) is not None:
+        _refuse("SPECBENCH_CONFIG_DIR", given, f"{problem}; point it at a copy of the shipped "
+                "config/ (presets/, failure_rules.yaml, remedies.yaml) or unset it")
+    return path
 
 
 def shipped_config() -> Path:
@@ -37,7 +48,36 @@ def templates_dir() -> Path:
 
 
 def data_dir() -> Path:
-    return Path(os.environ.get("SPECBENCH_DATA_DIR") or ".specbench")
+    """SPECBENCH_DATA_DIR, else ./.specbench: a folder, or one specbench can create (its path
+    holds no file where a folder must be)."""
+    given = os.environ.get("SPECBENCH_DATA_DIR")
+    path = Path(given or ".specbench")
+    if (problem := _folder_problem(path, create=True)) is not None:
+        _refuse("SPECBENCH_DATA_DIR", given or "./.specbench (the default)",
+                f"{problem}; point it at a folder (specbench creates it) or unset it")
+    return path
+
+
+def _folder_problem(path: Path, *, create: bool) -> str | None:
+    """Why `path` is no folder (with `create`: nor can become one), or None."""
+    for candidate in (path, *path.parents) if create else (path,):
+        try:
+            if candidate.is_dir():
+                return None
+            if candidate.exists():
+                where = "" if candidate == path else f"{candidate} "
+                return f"{where}{'is ' if where else ''}a file, not a folder"
+        except OSError as exc:
+            return f"cannot be read ({exc.strerror or exc})"
+    return None if create else "no such folder"
+
+
+def _refuse(name: str, value: str, why: str) -> NoReturn:
+    """A setting that cannot be used: one line naming it, its value (a URL's password masked)
+    and why; bad input, exit 2 (docs/contracts.md "Environment")."""
+    from jobs.core.errors import SettingError  # the one hierarchy, which reads this module
+
+    raise SettingError(f"{name} is {redact_urls(value)!r}: {why}")
 
 
 def database_url() -> str:
@@ -48,7 +88,33 @@ def database_url() -> str:
 
 
 def broker_url() -> str | None:
-    return os.environ.get("SPECBENCH_BROKER_URL") or None
+    """SPECBENCH_BROKER_URL: unset (embedded), or a Redis URL (the broker and the events)."""
+    url = os.environ.get("SPECBENCH_BROKER_URL") or None
+    if url is not None and (problem := _broker_problem(url)) is not None:
+        _refuse("SPECBENCH_BROKER_URL", url, f"{problem}; the broker is Redis: "
+                "redis://HOST:PORT/DB, rediss://... or unix://PATH (unset: batches run in this "
+                "process)")
+    return url
+
+
+# redis://[[user]:password@]host[:port][/db][?options], as redis-py reads it
+_REDIS_URL = re.compile(r"(?i)(?P<scheme>rediss?|unix)://(?:[^@/]*@)?(?P<host>\[[^\]]*\]|[^:/?#]*)"
+                        r"(?::(?P<port>[^/?#]*))?(?:/(?P<db>[^?#]*))?")
+
+
+def _broker_problem(url: str) -> str | None:
+    """Why `url` is no Redis URL redis-py can connect with, or None."""
+    found = _REDIS_URL.match(url)
+    if found is None:
+        return "not a Redis URL"
+    if found["scheme"].lower() == "unix":
+        return None
+    port, db = found["port"], found["db"]
+    if port is not None and not (port.isdigit() and 1 <= int(port) <= 65535):
+        return f"the port {port!r} is not a number from 1 to 65535"
+    if db and not db.isdigit():
+        return f"the database {db!r} is not a number"
+    return None
 
 
 def default_queue() -> str:
@@ -56,8 +122,15 @@ def default_queue() -> str:
 
 
 def timezone() -> str:
-    """The time zone of the digest's schedule and of dates in messages."""
-    return os.environ.get("SPECBENCH_TIMEZONE", "").strip() or "UTC"
+    """The time zone of the digest's schedule and of dates in messages: an IANA name."""
+    name = os.environ.get("SPECBENCH_TIMEZONE", "").strip() or "UTC"
+    if name != "UTC":
+        try:
+            zoneinfo.ZoneInfo(name)
+        except (zoneinfo.ZoneInfoNotFoundError, ValueError):
+            _refuse("SPECBENCH_TIMEZONE", name, "no such time zone; an IANA name such as "
+                    "Europe/Paris or America/New_York (unset: UTC)")
+    return name
 
 
 def max_points() -> int:

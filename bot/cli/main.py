@@ -192,12 +192,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         # The traceback goes to errors.log alone, masked: never to a logger, whose lastResort
         # handler would print it raw on stderr when nothing configured logging.
         incident = uuid.uuid4().hex[:8]
-        _log_incident(incident)
-        print(
-            f"specbench {args.command}: internal error, sorry (incident {incident}; "
-            "the traceback is in the data dir's logs/errors.log)",
-            file=sys.stderr,
-        )
+        kept = _log_incident(incident)
+        where = "the traceback is in the data dir's logs/errors.log" if kept is None else \
+            f"its traceback could not be kept: {kept}"
+        print(f"specbench {args.command}: internal error, sorry (incident {incident}; {where})",
+              file=sys.stderr)
         return 1
 
 
@@ -212,9 +211,11 @@ def _database_away(exc: BaseException) -> str:
             "try again once it answers")
 
 
-def _log_incident(incident: str) -> None:
+def _log_incident(incident: str) -> str | None:
     """The current exception's traceback in the data dir's logs/errors.log, secrets masked
-    (SPEC.md: env values with TOKEN, KEY, SECRET or PASSWORD in the name, URL passwords)."""
+    (docs/contracts.md: env values with TOKEN, KEY, SECRET or PASSWORD in the name, URL
+    passwords); None once written, else why it could not be (the message then names no file
+    that does not exist)."""
     from jobs import settings
 
     try:
@@ -224,8 +225,11 @@ def _log_incident(incident: str) -> None:
         shown = settings.redact_urls(settings.redact(traceback.format_exc(), secrets=secrets))
         with open(folder / "errors.log", "a", encoding="utf-8") as handle:
             handle.write(f"--- incident {incident}\n{shown}\n")
-    except Exception:  # noqa: BLE001 - nowhere to write it: the one line on stderr still goes
-        pass
+    except OSError as exc:  # nowhere to write it: the one line on stderr still goes
+        return f"{exc.strerror or exc} ({exc.filename})" if exc.filename else str(exc)
+    except Exception as exc:  # noqa: BLE001 - a setting that names no usable folder, above all
+        return str(exc)
+    return None
 
 
 def entry() -> int:

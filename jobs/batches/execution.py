@@ -22,6 +22,7 @@ from jobs.batches.probing import execute_probe
 from jobs.batches.run_events import emit_finished, phase_emitter
 from jobs.core.errors import UserError
 from jobs.core.events import EventSink, MaskedSink, make_event
+from jobs.core.file_names import file_stem
 from jobs.core.levels import judge
 from jobs.core.memory import dead_end_record
 from jobs.core.noise import CLOSING, Spread, merge_starts, spread_of, spread_reps
@@ -82,7 +83,7 @@ def baseline_history(store: Store, row: BatchRow, records: list[RunRecord]) -> S
 
 
 def log_path(batch_id: str, approach: str) -> Path:
-    return settings.data_dir().resolve() / "logs" / batch_id / f"{approach}.log"
+    return settings.data_dir().resolve() / "logs" / batch_id / f"{file_stem(approach)}.log"
 
 
 class _CancelWatch:

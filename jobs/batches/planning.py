@@ -5,7 +5,9 @@ from __future__ import annotations
 import secrets
 
 from jobs import settings
-from jobs.core.errors import KnobError, UserError
+from jobs.core.bench_checks import bench_problems, metric_problems
+from jobs.core.errors import KnobError, PresetError, UserError
+from jobs.core.loads import slo_problems
 from jobs.core.plans import BatchPlan, resolve
 from jobs.core.presets import Scalar, load_preset
 from jobs.core.secret_refs import (
@@ -34,6 +36,11 @@ def plan_batch(
     loaded = load_preset(preset)
     if engine is not None and engine != loaded.engine:
         loaded = loaded.model_copy(update={"engine": engine})
+        # the keys the preset's engine reports may not be another's (total_throughput)
+        for _, message in [*metric_problems(loaded.metric, engine=engine),
+                           *bench_problems(loaded.bench, engine=engine),
+                           *slo_problems(loaded.slo, engine=engine)][:1]:
+            raise PresetError(f"{loaded.source}: {message} (--engine {engine})")
     return resolve(
         loaded, overrides=overrides, reps=reps, queue=queue,
         default_queue=settings.default_queue(),

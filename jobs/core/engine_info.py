@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,8 @@ from jobs.core.errors import PresetError, UserError
 
 _KEYS = frozenset({"name", "title", "called", "module", "version_key", "python_env", "gpu",
                    "default", "parallel_args", "speculative_args", "metrics", "required_args",
-                   "slo_keys", "evidence", "server_metrics", "bench_prompts", "log_gauges"})
+                   "slo_keys", "evidence", "server_metrics", "bench_prompts", "log_gauges",
+                   "result_keys", "result_key_patterns", "bench_bounds"})
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,13 @@ class EngineInfo:
     # Gauges read off the server's own log lines (name -> {pattern, scale}): what a run's log
     # tail says of its load where the record has no server metrics (jobs.core.hypotheses)
     log_gauges: dict[str, Any] = field(default_factory=dict)
+    # every measured key of the benchmark's result (exact, or a pattern's full match): what a
+    # preset's `metric` may name
+    result_keys: tuple[str, ...] = ()
+    result_key_patterns: tuple[str, ...] = ()
+    # the bench flags a typo could make endless, each with its kind of bound (jobs.core.
+    # bench_checks.BOUNDS: requests, tokens, concurrency, rate...)
+    bench_bounds: dict[str, str] = field(default_factory=dict)
     # How a configuration's evidence is found (jobs.evidence.plan_evidence reads it): the model
     # folder's arg, the tensor-parallel args, the tokens of one verify step...
     evidence: dict[str, Any] = field(default_factory=dict)
@@ -66,6 +75,10 @@ class EngineInfo:
         arg, default = self.bench_prompts.get("arg"), self.bench_prompts.get("default")
         value = bench.get(arg, default) if arg else None
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+    def reports(self, key: str) -> bool:
+        """Whether the engine's benchmark reports `key` (a preset's `metric` must be one)."""
+        return key in self.result_keys or any(
+            re.fullmatch(pattern, key) for pattern in self.result_key_patterns)
 
     def python(self) -> str:
         """The interpreter whose `-m` runs the engine (the worker's setting), else python3."""
@@ -94,6 +107,9 @@ def _registered(folder: Path) -> dict[str, EngineInfo]:
             "metrics": tuple(data.get("metrics") or ()),
             "required_args": tuple(data.get("required_args") or ()),
             "slo_keys": tuple(data.get("slo_keys") or ()),
+            "result_keys": tuple(data.get("result_keys") or ()),
+            "result_key_patterns": tuple(data.get("result_key_patterns") or ()),
+            "bench_bounds": dict(data.get("bench_bounds") or {}),
             "evidence": dict(data.get("evidence") or {}),
             "server_metrics": dict(data.get("server_metrics") or {}),
             "bench_prompts": dict(data.get("bench_prompts") or {}),

@@ -4,7 +4,8 @@
     ├── UserError                  bad input: exit 2, a one-line message fit for chat
     │   ├── PresetError            unknown preset, invalid YAML, unknown key, dangling extends
     │   ├── KnobError              unknown or non-overridable knob in --set
-    │   └── RecordError            a malformed run record
+    │   ├── RecordError            a malformed run record
+    │   └── SettingError           an environment variable specbench cannot use
     └── InfraError                 the infrastructure failed: exit 1
         ├── BrokerError            the broker cannot be reached
         └── EngineError            an engine could not be started at all
@@ -41,6 +42,11 @@ class KnobError(UserError):
 
 class RecordError(UserError):
     """A run record that cannot be read."""
+
+
+class SettingError(UserError):
+    """A setting (SPECBENCH_BROKER_URL, SPECBENCH_DATA_DIR...) that cannot be used as it is:
+    the message names the variable, its value (a password masked) and why."""
 
 
 class InfraError(SpecbenchError):

@@ -14,6 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from jobs.core.bench_checks import LOAD_BOUNDS, shown
 from jobs.core.engine_info import describe
 
 LOAD_KNOBS = ("max-concurrency", "request-rate")
@@ -87,6 +88,8 @@ def load_problems(raw: Any, *, bench: Mapping[str, Any]) -> list[Problem]:
         if knob == "max-concurrency" and value != int(value):
             return [(where, f"key 'loads.{knob}': level {value!r} is not a whole number of "
                             "requests")]
+        if (problem := LOAD_BOUNDS[knob].problem(float(value))) is not None:
+            return [(where, f"key 'loads.{knob}': level {shown(value)} {problem}")]
     repeated = sorted({v for v in values if values.count(v) > 1})
     if repeated:
         return [(where, f"key 'loads.{knob}' lists {', '.join(f'{v:g}' for v in repeated)} "

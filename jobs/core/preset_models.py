@@ -7,13 +7,13 @@ validation error into one line naming the file, the key and its line.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from jobs.core.engine_info import default_engine, engine_names
 from jobs.core.errors import PresetError
-from jobs.core.limits import MAX_MIN_EFFECT_PCT, MAX_PRESET_REPS, MAX_TIMEOUT_S
+from jobs.core.limits import MAX_MIN_EFFECT_PCT, MAX_PRESET_REPS, MAX_TIMEOUT_S, bounded_name
 from jobs.core.noise import MAX_STARTS
 from jobs.core.sweeps import Sweep
 
@@ -47,7 +47,8 @@ class Config(_Frozen):
 
 
 class Approach(Config):
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: Annotated[str, BeforeValidator(bounded_name)] = Field(
+        min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     hypothesis: str = ""
     extends: str | None = None
     declares: tuple[str, ...] | None = None

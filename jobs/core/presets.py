@@ -21,9 +21,10 @@ import yaml
 from pydantic import ValidationError
 
 from jobs import settings
+from jobs.core.bench_checks import bench_problems, metric_problems
 from jobs.core.engine_info import describe
 from jobs.core.errors import PresetError
-from jobs.core.limits import MAX_DEPTH
+from jobs.core.limits import MAX_DEPTH, MAX_NAME_CHARS, name_problem
 from jobs.core.loads import load_problems, slo_problems
 from jobs.core.noise import slo_sample_problem
 from jobs.core.preset_files import read_preset_text, yaml_depth
@@ -77,7 +78,6 @@ NAMES_ONLY = (
     "a preset file runs only from the command line: specbench run FILE"
 )
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*")
-MAX_NAME_CHARS = 128  # a preset's name, so its file name fits any file system (255 bytes)
 
 
 def is_preset_name(word: str) -> bool:
@@ -150,6 +150,8 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
         preset = Preset.model_validate({**data, "source": source})
     except ValidationError as exc:
         raise PresetError(_describe(exc, node=node, source=source, data=data)) from None
+    if (too_long := name_problem(preset.name)) is not None:
+        raise PresetError(f"{source}{_line_of(node, ('name',))}: key 'name': {too_long}")
     if not is_preset_name(preset.name):  # chat names it (retry, history): never a path
         raise PresetError(
             f"{source}{_line_of(node, ('name',))}: key 'name' must be a plain name (letters, "
@@ -163,7 +165,9 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
     _check_approaches(preset, node=node, source=source)
     _check_overridable(preset, node=node, source=source)
     _check_sweep(preset, node=node, source=source)
-    for loc, message in [*load_problems(preset.loads, bench=preset.bench),
+    for loc, message in [*metric_problems(preset.metric, engine=preset.engine),
+                         *bench_problems(preset.bench, engine=preset.engine),
+                         *load_problems(preset.loads, bench=preset.bench),
                          *slo_problems(preset.slo, engine=preset.engine)][:1]:
         raise PresetError(f"{source}{_line_of(node, loc)}: {message}")
     for loc, message in literal_secret_problems(preset)[:1]:  # SPEC: secrets stay references
@@ -245,7 +249,7 @@ def _describe(exc: ValidationError, *, node: yaml.Node | None, source: str, data
         return f"{source}{line}: unknown key {key!r}"
     if error["type"] == "missing":
         return f"{source}{line}: missing key {key!r}"
-    return f"{source}{line}: key {key!r}: {error['msg']}"
+    return f"{source}{line}: key {key!r}: {error['msg'].removeprefix('Value error, ')}"
 
 
 def _dotted(loc: tuple[Any, ...], data: Any) -> str:
@@ -257,11 +261,17 @@ def _dotted(loc: tuple[Any, ...], data: Any) -> str:
             if isinstance(current, list) and item < len(current):
                 current = current[item]
                 name = current.get("name") if isinstance(current, dict) else None
+                if not isinstance(name, str) or len(name) > SHOWN_NAME_CHARS:
+                    name = None  # a list's index is shown instead of a name that is no name
             parts[-1:] = [f"{parts[-1] if parts else ''}[{name or item}]"]
         else:
             parts.append(str(item))
             current = current.get(item) if isinstance(current, dict) else None
     return ".".join(parts)
+
+
+SHOWN_NAME_CHARS = 40
+"""The longest approach name a message shows in a key's path (`approaches[eagle3].name`)."""
 
 
 def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import re
+import signal
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -164,8 +165,11 @@ class RuleSet:
             raise ValueError(f"unknown cause tag {tag!r}") from None
 
 
-def cause_of(*, log_tail: str | None, status: str, rules: RuleSet) -> tuple[str, str]:
-    """The cause tag of a failed run and the line that shows it (SPEC.md's rule 2)."""
+def cause_of(
+    *, log_tail: str | None, status: str, rules: RuleSet, exit_code: int | None = None
+) -> tuple[str, str]:
+    """The cause tag of a failed run and the line that shows it (SPEC.md's rule 2). A crash
+    whose process was killed by a signal (`exit_code` -11: SIGSEGV) names the signal."""
     text = log_tail or ""
     match = rules.classify(text)
     if match is not None:
@@ -173,7 +177,22 @@ def cause_of(*, log_tail: str | None, status: str, rules: RuleSet) -> tuple[str,
     last = next((line.strip() for line in reversed(text.splitlines()) if line.strip()), "")
     if status == "timeout":
         return "timeout", (f"timed out; last log line: {last}" if last else "timed out with no log")
+    killed = killed_by(exit_code) if status == "failed" else None
+    if killed is not None:
+        return "crash", f"{killed}; its last log line: {last}" if last else killed
     return "crash", last or "the server exited with no log"
+
+
+def killed_by(exit_code: int | None) -> str | None:
+    """'killed by SIGSEGV (signal 11)' for the exit code of a process a signal ended (a
+    negative return code, as Python's subprocess gives it), else None."""
+    if exit_code is None or exit_code >= 0:
+        return None
+    try:
+        name = signal.Signals(-exit_code).name
+    except ValueError:
+        name = "a signal"
+    return f"killed by {name} (signal {-exit_code})"
 
 
 def fallback_line(

@@ -17,13 +17,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from jobs.core.deltas import change_pct, is_better
 from jobs.core.grids import GridPoints, Scalar, SweepPoint, grid_size, point_name, show_value
-from jobs.core.limits import MAX_BUDGET, MAX_CONFIRM_REPS
+from jobs.core.limits import MAX_BUDGET, MAX_CONFIRM_REPS, bounded_name
 from jobs.core.units import plural, with_unit
 
 __all__ = ["ENV_KNOB", "FLAG_KNOB", "GridPoints", "Scalar", "Sweep", "SweepPlan", "SweepPoint",
@@ -38,7 +38,8 @@ class Sweep(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    name: Annotated[str, BeforeValidator(bounded_name)] = Field(
+        min_length=1, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
     extends: str | None = None
     grid: dict[str, tuple[Scalar, ...]]
     search: Literal["grid", "adaptive"] = "grid"

@@ -224,7 +224,8 @@ def fingerprint_drift(
 
 
 def _failed(record: RunRecord, *, metric: Metric, rules: RuleSet) -> Verdict:
-    tag, line = cause_of(log_tail=record.log_tail, status=record.status, rules=rules)
+    tag, line = cause_of(log_tail=record.log_tail, status=record.status, rules=rules,
+                         exit_code=record.exit_code)
     # The process's secrets and the run's own, quoted from its log, never reach the report.
     line = redact(line, secrets=secret_values(os.environ, record.env))
     if record.status == "ok" and tag == "crash":

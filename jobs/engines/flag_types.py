@@ -53,6 +53,8 @@ class FlagType:
     source: str = ""
     mapping: bool = False  # it takes a JSON mapping (a preset gives it as a mapping)
     keys: frozenset[str] | None = None  # the keys such a mapping may have, when known
+    low: int | None = None  # an integer's bounds, where the engine declares them
+    high: int | None = None
 
     def problem(self, value: Any) -> tuple[str, str] | None:
         """(what the flag takes, what it got) when the engine would refuse `value`, else None:
@@ -79,7 +81,20 @@ class FlagType:
                 return f"takes {_WANTS[self.kind]}", shown(item)
             if self.choices is not None and str(item) not in {str(c) for c in self.choices}:
                 return f"takes one of {', '.join(str(c) for c in self.choices)}", shown(item)
+            if (bounds := self._bounds_problem(item)) is not None:
+                return bounds, shown(item)
         return None
+
+    def _bounds_problem(self, item: Any) -> str | None:
+        """What an integer takes when `item` is outside the bounds the engine declares."""
+        if self.high is None or self.kind not in ("int", "positive_int"):
+            return None
+        value = int(item)
+        if (self.low is None or value >= self.low) and value <= self.high:
+            return None
+        if self.low is None:
+            return f"takes an integer of at most {self.high:,}"
+        return f"takes an integer from {self.low:,} to {self.high:,}"
 
     def _mapping_problem(self, value: dict[Any, Any]) -> tuple[str, str] | None:
         if not self.mapping:

@@ -8,6 +8,7 @@ backends. The store's parts (`jobs.store.store`, `runs`, `leases`, `posts`) shar
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -17,13 +18,20 @@ from typing import Any, cast
 
 from sqlalchemy import CursorResult, Result, create_engine, event, func, text, update
 from sqlalchemy import cast as sql_cast
-from sqlalchemy.engine import Connection, Engine, make_url
-from sqlalchemy.exc import IntegrityError, OperationalError, ProgrammingError
+from sqlalchemy.engine import URL, Connection, Engine, make_url
+from sqlalchemy.exc import (
+    ArgumentError,
+    IntegrityError,
+    NoSuchModuleError,
+    OperationalError,
+    ProgrammingError,
+)
 from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ColumnElement
 
 from jobs import settings
+from jobs.core.errors import SettingError
 from jobs.store.connections import Timeouts, create_server_engine
 from jobs.store.schema import Batch
 
@@ -120,12 +128,17 @@ def rowcount(result: Result[Any]) -> int:
 
 def _create_engine(url: str) -> Engine:
     """The engine, with connect and statement timeouts (jobs.store.connections)."""
-    parsed = make_url(url)
+    parsed = checked_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_server_engine(parsed)
     memory = parsed.database in (None, "", ":memory:")
     if not memory:
-        Path(str(parsed.database)).parent.mkdir(parents=True, exist_ok=True)
+        folder = Path(str(parsed.database)).parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise _setting_error(url, f"cannot make the SQLite file's folder {folder} "
+                                      f"({exc.strerror or exc})") from None
     engine = create_engine(
         url,
         connect_args={"check_same_thread": False, "timeout": Timeouts.from_env().statement_s},
@@ -134,6 +147,40 @@ def _create_engine(url: str) -> Engine:
     event.listen(engine, "connect", _on_sqlite_connect)
     event.listen(engine, "begin", _on_sqlite_begin)
     return engine
+
+
+BACKENDS = ("sqlite", "postgresql")
+"""The databases the store runs on (its JSON queries and migration lock are theirs)."""
+
+
+def checked_url(url: str) -> URL:
+    """`url` parsed, or a SettingError naming the setting it came from and why it cannot be a
+    store: not a URL, another database, a driver that is not installed."""
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise _setting_error(url, "not a database URL; e.g. postgresql://USER:PASSWORD@HOST/DB "
+                                  "or sqlite:////PATH/specbench.db") from None
+    backend = parsed.get_backend_name()
+    if backend not in BACKENDS:
+        raise _setting_error(url, f"the store runs on {' or '.join(BACKENDS)}, not {backend!r}")
+    try:
+        dialect = parsed.get_dialect()
+        dialect.import_dbapi()
+    except (NoSuchModuleError, ImportError) as exc:
+        raise _setting_error(url, f"no driver {parsed.drivername!r} here ({exc})") from None
+    if getattr(dialect, "is_async", False):
+        raise _setting_error(url, f"{parsed.drivername!r} is an asyncio driver; the store "
+                                  "takes a plain one, e.g. postgresql://")
+    return parsed
+
+
+def _setting_error(url: str, why: str) -> SettingError:
+    """The error of a store URL, naming the setting it came from: SPECBENCH_DATABASE_URL, or
+    the data dir the default SQLite file lives in."""
+    if os.environ.get("SPECBENCH_DATABASE_URL"):
+        return SettingError(f"SPECBENCH_DATABASE_URL is {settings.redact_urls(url)!r}: {why}")
+    return SettingError(f"SPECBENCH_DATA_DIR: {why}")
 
 
 def _on_sqlite_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -90,3 +90,24 @@ def test_a_database_that_does_not_answer_is_named_not_an_internal_error(tmp_path
     assert lines[0].startswith(f"specbench status: error: the database at postgresql+psycopg://"
                                f"bench:***@127.0.0.1:{port}/x did not answer ("), lines[0]
     assert "pg-secret-77" not in done.stderr and done.stdout == ""
+
+
+def test_an_incident_whose_traceback_cannot_be_kept_names_no_log_that_does_not_exist(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 32, item 5: with SPECBENCH_DATA_DIR a file the message named an errors.log that
+    cannot exist; it says why the traceback was not kept instead, naming the setting."""
+    data = tmp_path / "a-file"
+    data.write_text("not a folder\n")
+    monkeypatch.setenv("SPECBENCH_DATA_DIR", str(data))
+
+    def boom(args: object) -> int:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(commands, "cmd_status", boom)
+    assert main(["status"]) == 1
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert re.fullmatch(r"specbench status: internal error, sorry \(incident [0-9a-f]{8}; its "
+                        r"traceback could not be kept: SPECBENCH_DATA_DIR is .*\)", line), line
+    assert "errors.log" not in line and f"'{data}': a file, not a folder" in line
+    assert data.read_text() == "not a folder\n"

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from jobs.core.limits import MAX_CONCURRENCY, MAX_PROMPTS, MAX_THREADS, MAX_TOKENS
 from jobs.engines.local.model import build_target, make_prompts
 from jobs.engines.local.serving import Bench, Pass
 
@@ -41,6 +42,25 @@ def positive_int(text: str) -> int:
     return value
 
 
+class Count:
+    """argparse type of a whole number within bounds (`low` None: no lower one), so that a
+    typo (`threads=100000`) is refused by the child's own declaration, naming the bound, and
+    the engine's type table (jobs.engines.local.types) refuses it before anything runs."""
+
+    __name__ = "int"  # argparse's "invalid int value: 'abc'", as for int
+
+    def __init__(self, *, low: int | None = None, high: int) -> None:
+        self.low, self.high = low, high
+
+    def __call__(self, text: str) -> int:
+        value = int(text)
+        if (self.low is not None and value < self.low) or value > self.high:
+            span = f"of at most {self.high}" if self.low is None else \
+                f"from {self.low} to {self.high}"
+            raise argparse.ArgumentTypeError(f"expected an integer {span}, got {value}")
+        return value
+
+
 def concurrency_levels(text: str) -> list[int]:
     """argparse type of `--loads`: positive whole numbers, comma-separated, rising."""
     levels = [positive_int(part) for part in text.split(",")]
@@ -53,24 +73,24 @@ def build_parser() -> argparse.ArgumentParser:
     """Server knobs (a preset's server_args), bench knobs (its bench) and the engine's own."""
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__, allow_abbrev=False)
     server = parser.add_argument_group("server")
-    server.add_argument("--hidden-size", type=int, default=64)
-    server.add_argument("--intermediate-size", type=int, default=None)
-    server.add_argument("--num-layers", type=int, default=4)
-    server.add_argument("--num-heads", type=int, default=4)
-    server.add_argument("--vocab-size", type=int, default=1024)
-    server.add_argument("--seed", type=int, default=0)
-    server.add_argument("--threads", type=positive_int, default=None)
-    server.add_argument("--num-assistant-tokens", type=int, default=4)
-    server.add_argument("--draft-vocab-size", type=int, default=None)
-    server.add_argument("--max-matching-ngram-size", type=int, default=2)
+    server.add_argument("--hidden-size", type=Count(high=65_536), default=64)
+    server.add_argument("--intermediate-size", type=Count(high=262_144), default=None)
+    server.add_argument("--num-layers", type=Count(high=1024), default=4)
+    server.add_argument("--num-heads", type=Count(high=1024), default=4)
+    server.add_argument("--vocab-size", type=Count(high=1 << 20), default=1024)
+    server.add_argument("--seed", type=Count(low=-(1 << 62), high=1 << 62), default=0)
+    server.add_argument("--threads", type=Count(low=1, high=MAX_THREADS), default=None)
+    server.add_argument("--num-assistant-tokens", type=Count(high=1024), default=4)
+    server.add_argument("--draft-vocab-size", type=Count(high=1 << 20), default=None)
+    server.add_argument("--max-matching-ngram-size", type=Count(high=1024), default=2)
     spec = server.add_mutually_exclusive_group()
-    spec.add_argument("--draft-layers", type=int, default=None)
-    spec.add_argument("--prompt-lookup-num-tokens", type=int, default=None)
+    spec.add_argument("--draft-layers", type=Count(high=1024), default=None)
+    spec.add_argument("--prompt-lookup-num-tokens", type=Count(high=1024), default=None)
     bench = parser.add_argument_group("bench")
-    bench.add_argument("--num-prompts", type=int, default=4)
-    bench.add_argument("--input-len", type=int, default=128)
-    bench.add_argument("--output-len", type=int, default=128)
-    bench.add_argument("--max-concurrency", type=positive_int, default=1,
+    bench.add_argument("--num-prompts", type=Count(high=MAX_PROMPTS), default=4)
+    bench.add_argument("--input-len", type=Count(high=MAX_TOKENS), default=128)
+    bench.add_argument("--output-len", type=Count(high=MAX_TOKENS), default=128)
+    bench.add_argument("--max-concurrency", type=Count(low=1, high=MAX_CONCURRENCY), default=1,
                        help="requests served at once: plain decoding batches them, assisted "
                        "and prompt-lookup decoding serve them one after another")
     own = parser.add_argument_group("engine")

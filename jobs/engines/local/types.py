@@ -12,8 +12,12 @@ from jobs.engines.local import child
 
 def from_action(action: argparse.Action) -> Iterator[tuple[str, FlagType]]:
     """An argparse action of the child as (name, FlagType) for each of its long options."""
+    low = high = None
     if action.nargs == 0:
         kind = "switch"
+    elif isinstance(action.type, child.Count):
+        kind = "positive_int" if action.type.low == 1 else "int"
+        low, high = action.type.low, action.type.high
     else:
         kinds: dict[object, str] = {
             int: "int", child.positive_int: "positive_int", float: "float", None: "str",
@@ -26,6 +30,7 @@ def from_action(action: argparse.Action) -> Iterator[tuple[str, FlagType]]:
         if option.startswith("--"):
             name = option[2:]
             yield name, FlagType(flag=name, kind=kind, nargs=nargs, choices=choices,
+                                 low=low, high=high,
                                  source="jobs/engines/local/child.py build_parser")
 
 

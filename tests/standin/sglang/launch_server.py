@@ -1,9 +1,11 @@
 """Stand-in `python -m sglang.launch_server`: a release's real flags, SGLang-like logs and routes.
 
 Environment (a configuration's `env` sets them):
-  STANDIN_MODE        ok (default) | crash | fatal-then-hang | fatal-in-bench | silent-hang |
-                      children | slow-bench | bench-fails | bench-empty (the last three: the
-                      server is fine, bench_serving misbehaves)
+  STANDIN_MODE        ok (default) | crash | segfault | fatal-then-hang | fatal-in-bench |
+                      silent-hang | children | slow-bench | bench-fails | bench-empty (the last
+                      three: the server is fine, bench_serving misbehaves); segfault: the
+                      process dies by SIGSEGV while loading weights, with no message of its own
+                      (a crash in a native kernel or driver)
   STANDIN_FATAL       the fatal line of fatal-then-hang / fatal-in-bench: oom (default) | arch |
                       kv (0.5.23's "Loaded weights leave no GPU memory for the KV cache")
   STANDIN_STARTUP_S   seconds of "loading" before the server is ready (default 0.3)
@@ -223,6 +225,8 @@ def main(argv: list[str]) -> int:
         ], ranks)
         log("Received sigquit from a child process. It usually means the child failed.", rank=None)
         return 1
+    if mode == "segfault":
+        os.kill(os.getpid(), signal.SIGSEGV)
     if mode == "fatal-then-hang":
         fatal_then_hang(ranks)
     log("Load weight end. type=DeepseekV3ForCausalLM, dtype=torch.bfloat16, avail mem=23.40 GB, "
