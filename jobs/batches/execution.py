@@ -23,7 +23,7 @@ from jobs.batches.run_events import emit_finished, phase_emitter
 from jobs.core.errors import UserError
 from jobs.core.events import EventSink, MaskedSink, make_event
 from jobs.core.levels import judge
-from jobs.core.memory import dead_end_record
+from jobs.core.memory import bench_settings, dead_end_record
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.remedies import load_remedies
@@ -169,7 +169,7 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
         if config.role != "baseline" and not plan.rerun_known and not cancel():
             remembered = remembering.recall(store, config, batch_id=batch_id, metric=metric,
                                             rules=rules, fingerprint=fingerprint_of.result(),
-                                            engine=plan.engine)
+                                            engine=plan.engine, bench=bench_settings(plan))
         if remembered.dead_end is not None:  # not started: the earlier failure, copied
             record = dead_end_record(remembered.dead_end, now=to_run_record(
                 config, ctx, status="failed", started_at=now_iso()))
