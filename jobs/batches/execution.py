@@ -17,7 +17,7 @@ from typing import Any, overload
 from jobs import settings
 from jobs.batches import remembering, sweeping
 from jobs.batches.evidence_step import Evidence, ahead
-from jobs.batches.planning import new_batch_id
+from jobs.batches.planning import new_batch_id, preflight
 from jobs.batches.probing import execute_probe
 from jobs.batches.run_events import emit_finished, phase_emitter
 from jobs.core.errors import UserError
@@ -240,7 +240,7 @@ def _preflight(
     start (its plan's one configuration): none starts with a flag refused, and a sweep of
     thousands of points checks only those its search proposes."""
     try:
-        bad = engine.preflight(plan)
+        bad = preflight(plan, engine)  # what this host lacks refuses it too (jobs.extras)
     except UserError as exc:
         return {"baseline": str(exc)} if point is None else str(exc)
     return bad if point is None else bad.get(point)

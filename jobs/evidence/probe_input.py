@@ -123,6 +123,9 @@ def asked(*, world: int = DEFAULT_WORLD, backend: str | None = None,
 def for_this_host(request: ProbeRequest) -> ProbeRequest:
     """The request checked against this host: without a backend, nccl when this host has
     `world` GPUs, else gloo; nccl needs that many GPUs, gloo a CPU per rank."""
+    if importlib.util.find_spec("torch") is None:  # before any rank: one line (jobs.extras)
+        raise ProbeInputError("the collectives probe needs torch, which this installation "
+                              "lacks: pip install 'specbench[local]'")
     world, backend = request.world, request.backend
     gpus = gpu_count() if backend in (None, "nccl") else 0  # counted once: it may import torch
     if backend is None:

@@ -24,6 +24,7 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ColumnElement
 
 from jobs import settings
+from jobs.extras import require
 from jobs.store.connections import Timeouts, create_server_engine
 from jobs.store.schema import Batch
 
@@ -121,6 +122,8 @@ def rowcount(result: Result[Any]) -> int:
 def _create_engine(url: str) -> Engine:
     """The engine, with connect and statement timeouts (jobs.store.connections)."""
     parsed = make_url(url)
+    if parsed.get_backend_name() == "postgresql" and parsed.get_driver_name() == "psycopg":
+        require(("postgres", "a PostgreSQL store (SPECBENCH_DATABASE_URL)"))
     if parsed.get_backend_name() != "sqlite":
         return create_server_engine(parsed)
     memory = parsed.database in (None, "", ":memory:")
