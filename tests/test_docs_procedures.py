@@ -398,3 +398,25 @@ def test_the_compose_commands_run_on_a_fresh_clone(tmp_path: Path) -> None:
     for tokens in analyze:
         done = procedure.run(tokens)
         assert done.returncode == 0 and "batch b-seed-5254" in done.stdout, done.stderr
+
+
+def test_history_the_readme_names_is_a_command(tmp_path: Path) -> None:
+    """`specbench history` (README: "show, compare, history, status and the digest") lists the
+    batches people started, as chat's `history` does."""
+    import json
+
+    from jobs.store import Store
+    from tests.conftest import make_plan
+
+    with Store() as store:
+        store.migrate()
+        store.create_batch(batch_id="b-hist", preset="eagle3", engine="local",
+                           queue="default", requested_by="U_ALICE", plan=make_plan())
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    shown = [subprocess.run([sys.executable, "-m", "bot.cli.main", "history", *fmt],
+                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+             for fmt in ([], ["--format", "json"])]
+    assert [s.returncode for s in shown] == [0, 0], [s.stderr for s in shown]
+    assert "b-hist" in shown[0].stdout and "eagle3" in shown[0].stdout
+    assert [(r["batch"], r["preset"], r["by"]) for r in json.loads(shown[1].stdout)] == [
+        ("b-hist", "eagle3", "U_ALICE")]
