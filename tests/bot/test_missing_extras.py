@@ -211,8 +211,9 @@ def test_a_worker_without_the_engines_extra_refuses_the_batch(tmp_path: Path) ->
                                "--queue", "cpu", "--timeout", "240"], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=270)
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(timeout=60)
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGTERM)
+            worker.wait(timeout=60)
         next(gen, None)
     assert done.returncode == 2, done.stderr[-3000:]
     last = done.stderr.strip().splitlines()[-1]
