@@ -215,6 +215,9 @@ def cmd_console(args: argparse.Namespace) -> int:
 
 
 def cmd_bot(args: argparse.Namespace) -> int:
+    from jobs.extras import PROCESSES, require
+
+    require(*PROCESSES["bot"])
     from bot.slack.app import run_bot
 
     return run_bot(http_port=args.http)
@@ -222,6 +225,9 @@ def cmd_bot(args: argparse.Namespace) -> int:
 
 def cmd_worker(args: argparse.Namespace) -> int:
     from jobs import settings
+    from jobs.extras import PROCESSES, require
+
+    require(*PROCESSES["worker"])
     from jobs.broker import worker
     from jobs.ops.logs import configure_logging, log_start
 
@@ -252,6 +258,9 @@ def _chart_path(given: str | None) -> Path | None:
     path = Path(given)
     if path.suffix.lower() != ".png":
         raise UserError(f"--chart writes a PNG: {given!r} must end in .png")
+    from jobs.extras import require
+
+    require(("charts", "--chart"))
     return path
 
 
@@ -263,6 +272,18 @@ def _write_chart(path: Path, png: bytes) -> None:
     except OSError as exc:
         raise UserError(f"cannot write the chart to {path}: {exc.strerror or exc}") from None
     print(f"chart written to {path}", file=sys.stderr)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    import json
+
+    from bot import views
+    from jobs.commands.history import history
+
+    data = history(_context())
+    sys.stdout.write(json.dumps(data, indent=2) + "\n" if args.format == "json"
+                     else views.history(data))
+    return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:

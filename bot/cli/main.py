@@ -140,6 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     commands.add_parser("presets", help="the presets and their approaches")
 
+    history = commands.add_parser("history", help="the last batches started, newest first")
+    history.add_argument("--format", choices=("text", "json"), default="text",
+                         help="text (default) or json")
+
     compare = commands.add_parser("compare", help="two stored batches side by side")
     compare.add_argument("a", metavar="A", nargs="?",
                          help="a batch's ID (default: the latest batch)")

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobs import settings
+from jobs.extras import PROCESSES, MissingExtra, require
 from jobs.ops import health, logs
 
 log = logging.getLogger(__name__)
@@ -30,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    try:  # before Celery's or Slack's imports: one line naming the extra (jobs.extras)
+        require(*PROCESSES["beat"])
+    except MissingExtra as exc:
+        print(f"python -m bot.slack.beat: error: {exc}", file=sys.stderr)
+        return exc.exit_code
     from celery import signals
 
     from jobs.broker.celery_app import DIGEST_QUEUE, make_app

@@ -4,6 +4,7 @@ the run records), and what the summary's Show-logs button answers."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -23,8 +24,10 @@ from jobs.core.messages import (
 from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
 from jobs.core.units import unit_of
+from jobs.extras import lacking
 
 LOG_LINES = 40
+log = logging.getLogger(__name__)
 
 
 def summary_message(report: dict[str, Any], *, batch_id: str) -> Message:
@@ -55,7 +58,8 @@ def summary_uploads(
         return [] if probe is None else [Upload(
             f"{batch_id}-probe.json", (json.dumps(probe, indent=2) + "\n").encode(),
             f"all_reduce probe of {batch_id}")]
-    png = to_chart_png(report, records)
+    charts = _can_draw()
+    png = to_chart_png(report, records) if charts else None
     if png is not None:
         unit = unit_of(plan.metric)
         metric = f"{plan.metric} ({unit})" if unit else plan.metric
@@ -63,7 +67,7 @@ def summary_uploads(
                             f"{metric}: each approach against the baseline, coloured by its "
                             "verdict"))
     files.extend(Upload(f"{batch_id}-{chart.suffix}.png", chart.png, chart.title)
-                 for chart in extra_charts(report, records, plan=plan))  # loads, a sweep's
+                 for chart in (extra_charts(report, records, plan=plan) if charts else ()))
     lines = [redact(json.dumps(_shown(r))) for r in records]
     files.append(Upload(f"{batch_id}-runs.jsonl", ("\n".join(lines) + "\n").encode(),
                         f"run records of {batch_id}"))
@@ -92,3 +96,13 @@ def logs_message(*, store: Any, batch_id: str) -> Message:
                          "lines": len(lines), "tail": tail})
     text = render_text("batch_logs", batch=batch_id, logs=logs)
     return Message(text=settings.redact(text, secrets=secrets))
+
+
+def _can_draw() -> bool:
+    """Whether this bot has matplotlib: without it the thread gets its run records and no
+    charts, and the log says which extra draws them (jobs.extras)."""
+    missing = lacking("charts")
+    if missing:
+        log.warning("no charts in this thread: they need %s, which this installation lacks: "
+                    "pip install 'specbench[charts]'", ", ".join(missing))
+    return not missing

@@ -31,6 +31,7 @@ from jobs.batches.planning import submit
 from jobs.core.events import Event, LocalChannel, make_event
 from jobs.core.plans import BatchPlan
 from jobs.engines.base import worker_secrets
+from jobs.extras import require
 from jobs.store import TERMINAL_STATES, BatchRow, Store
 from jobs.store.patient import PatientStore
 
@@ -47,6 +48,7 @@ def get_dispatcher(store: Store | None = None) -> Dispatcher:
     url = settings.broker_url()
     if url is None:
         return EmbeddedDispatcher(store)
+    require(("distributed", "distributed mode (SPECBENCH_BROKER_URL is set)"))
     from jobs.broker.dispatcher import DistributedDispatcher
 
     return DistributedDispatcher(store, url)

@@ -17,14 +17,14 @@ from typing import Any, overload
 from jobs import settings
 from jobs.batches import disk_space, remembering, sweeping
 from jobs.batches.evidence_step import Evidence, ahead
-from jobs.batches.planning import new_batch_id
+from jobs.batches.planning import new_batch_id, preflight
 from jobs.batches.probing import execute_probe
 from jobs.batches.run_events import emit_finished, phase_emitter
 from jobs.core.errors import UserError
 from jobs.core.events import EventSink, MaskedSink, make_event
 from jobs.core.file_names import file_stem
 from jobs.core.levels import judge
-from jobs.core.memory import dead_end_record
+from jobs.core.memory import bench_settings, dead_end_record
 from jobs.core.noise import CLOSING, Spread, merge_starts, spread_of, spread_reps
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
@@ -193,7 +193,7 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
         if config.role != "baseline" and not plan.rerun_known and not cancel():
             remembered = remembering.recall(store, config, batch_id=batch_id, metric=metric,
                                             rules=rules, fingerprint=fingerprint_of.result(),
-                                            engine=plan.engine)
+                                            engine=plan.engine, bench=bench_settings(plan))
         if remembered.dead_end is not None:  # not started: the earlier failure, copied
             record = dead_end_record(remembered.dead_end, now=to_run_record(
                 config, ctx, status="failed", started_at=now_iso()))
@@ -274,7 +274,7 @@ def _preflight(
     start (its plan's one configuration): none starts with a flag refused, and a sweep of
     thousands of points checks only those its search proposes."""
     try:
-        bad = engine.preflight(plan)
+        bad = preflight(plan, engine)  # what this host lacks refuses it too (jobs.extras)
     except UserError as exc:
         return {"baseline": str(exc)} if point is None else str(exc)
     return bad if point is None else bad.get(point)

@@ -6,6 +6,7 @@ import secrets
 
 from jobs import settings
 from jobs.core.bench_checks import bench_problems, metric_problems
+from jobs.core.engine_info import describe
 from jobs.core.errors import KnobError, PresetError, UserError
 from jobs.core.loads import slo_problems
 from jobs.core.plans import BatchPlan, resolve
@@ -17,6 +18,7 @@ from jobs.core.secret_refs import (
     literal_secret_reason,
 )
 from jobs.engines.base import Engine
+from jobs.extras import require
 from jobs.store import BatchRow, Store
 
 
@@ -49,10 +51,28 @@ def plan_batch(
 
 def check_flags(plan: BatchPlan, engine: Engine) -> dict[str, str]:
     """Preflight every configuration; a baseline with an unknown flag refuses the batch."""
-    bad = engine.preflight(plan)
+    bad = preflight(plan, engine)
     if "baseline" in bad:
         raise UserError(f"the baseline of {plan.preset!r} cannot start: {bad['baseline']}")
     return bad
+
+
+def preflight(plan: BatchPlan, engine: Engine) -> dict[str, str]:
+    """Approach -> why `engine`, as installed here, refuses it; raises UserError when nothing
+    of the plan can run here: an extra it needs is missing (jobs.extras), or the engine says so.
+    Where the batch runs: this process in embedded mode, the worker that takes it otherwise."""
+    require(*needs(plan))  # before the engine is asked: one line, no traceback
+    return engine.preflight(plan)
+
+
+def needs(plan: BatchPlan) -> list[tuple[str, str]]:
+    """The extras the host that runs `plan` must have (jobs.extras), with what needs each: its
+    engine's (`extra` in its engine.yaml), and the search's for an adaptive sweep."""
+    info = describe(plan.engine)
+    found = [(info.extra, info.in_text)] if info.extra else []
+    if plan.sweep is not None and plan.sweep.search == "adaptive":
+        found.append(("search", "an adaptive sweep (Optuna's sampler)"))
+    return found
 
 
 def submit(

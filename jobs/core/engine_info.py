@@ -25,7 +25,7 @@ from jobs.core.errors import PresetError, UserError
 _KEYS = frozenset({"name", "title", "called", "module", "version_key", "python_env", "gpu",
                    "default", "parallel_args", "speculative_args", "metrics", "required_args",
                    "slo_keys", "evidence", "server_metrics", "bench_prompts", "log_gauges",
-                   "result_keys", "result_key_patterns", "bench_bounds"})
+                   "result_keys", "result_key_patterns", "bench_bounds", "extra"})
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,9 @@ class EngineInfo:
     # Its Prometheus page (jobs.engines.server_metrics reads it): the path, the arg that turns it
     # on, the names of its gauges and counters; empty: the engine serves none
     server_metrics: dict[str, Any] = field(default_factory=dict)
+    # The specbench extra (pyproject's optional dependencies) the engine needs in the worker's
+    # own interpreter, checked before a batch runs (jobs.extras); none: it runs elsewhere
+    extra: str | None = None
 
     @property
     def in_text(self) -> str:

@@ -16,6 +16,7 @@ from typing import Any
 
 from jobs.core.deltas import change_pct as change_pct  # re-exported: where callers look
 from jobs.core.deltas import is_better as is_better
+from jobs.core.memory import reopened_by
 from jobs.core.noise import Noise, Spread, noise_of
 from jobs.core.plans import confounds
 from jobs.core.records import RunRecord
@@ -82,11 +83,12 @@ def judge(
 
 
 def remembered(record: RunRecord, verdict: Verdict) -> Verdict:
-    """A known dead end's `why` begins `known from <batch>`, a re-opened one's ends with what
-    failed before (jobs.core.memory)."""
+    """A known dead end's `why` begins `known from <batch>` and ends with what re-opens it, a
+    re-opened one's ends with what failed before (jobs.core.memory)."""
     known = record.extra.get("known_from")
     if isinstance(known, str) and known and verdict.verdict == "failed":
-        verdict = dataclasses.replace(verdict, why=f"known from {known}: {verdict.why}")
+        verdict = dataclasses.replace(
+            verdict, why=f"known from {known}: {verdict.why}; {reopened_by(record)}")
     reopened = record.extra.get("reopened")
     if isinstance(reopened, str) and reopened:
         verdict = dataclasses.replace(verdict, why=f"{verdict.why}; {reopened}")

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from jobs.core.loads import Load, bench_at, load_label
+from jobs.core.memory import bench_failure, bench_settings
 from jobs.core.plans import RunConfig
 from jobs.engines.base import RunContext
 from jobs.engines.server_metrics import summarize
@@ -49,6 +50,7 @@ class Ending:
     status: str
     exit_code: int | None = None
     extra_lines: list[str] = field(default_factory=list)
+    in_bench: bool = False  # the benchmark failed, on a server that was up
 
 
 @dataclass
@@ -144,8 +146,11 @@ class Levels:
                 self._save()
         return None
 
-    def record_parts(self, status: str) -> tuple[dict[str, Any], dict[str, Any]]:
-        """(metrics, extra) of the record: the lowest level's, and `by_load` with loads."""
+    def record_parts(self, status: str, *, in_bench: bool = False,
+                     ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(metrics, extra) of the record: the lowest level's, and `by_load` with loads; with
+        `in_bench` (the benchmark failed on a live server) where it failed, with what settings:
+        no dead end of the server configuration (jobs.core.memory)."""
         after = "cancelled" if status == "cancelled" else "skipped"
         entries: list[dict[str, Any]] = []
         ended = False
@@ -168,6 +173,8 @@ class Levels:
             extra["server_metrics"] = lowest["server_metrics"]
         if self.with_loads:
             extra["by_load"] = entries
+        if in_bench:
+            extra.update(bench_failure(bench_settings(self.ctx.plan)))
         return metrics, extra
 
     def ended_before(self, status: str) -> None:

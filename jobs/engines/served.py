@@ -102,7 +102,7 @@ class _Run:
             # negative one is our signal, not the server's.
             ending.exit_code = code if code is not None and code >= 0 else None
         tail = list(self.server.tail) if self.server is not None else []
-        metrics, extra = levels.record_parts(ending.status)
+        metrics, extra = levels.record_parts(ending.status, in_bench=ending.in_bench)
         extra["sampling"] = self.dialect.sampling(self.ctx.plan.bench)
         if self.watch.fallbacks:  # early startup lines: the log tail may have lost them
             extra["fallbacks"] = list(self.watch.fallbacks)
@@ -190,7 +190,7 @@ class _Run:
             self.bench = ProcessGroup(argv, env=self.env, log_path=self.bench_log,
                                       secrets=self.started.secrets)
         except OSError as exc:
-            return _Ending("failed", extra_lines=[
+            return _Ending("failed", in_bench=True, extra_lines=[
                 f"specbench: cannot start {dialect.bench_name}: {exc}"])
         deadline = time.monotonic() + self.ctx.plan.bench_s
         ending: _Ending | None = None
@@ -202,7 +202,7 @@ class _Run:
             while ending is None and self.bench.poll() is None:
                 ending = self._server_ending() or self._cancel_ending()
                 if ending is None and time.monotonic() >= deadline:
-                    ending = _Ending("timeout")
+                    ending = _Ending("timeout", in_bench=True)
                 if ending is None:
                     self.watch.event.wait(TICK_S)
                     self.watch.event.clear()
@@ -219,7 +219,9 @@ class _Run:
         result = dialect.read_result(out_file)
         if code != 0 or result is None:
             why = f"exited {code}" if code != 0 else f"exited 0 but wrote no result to {out_file}"
-            return _Ending("failed", exit_code=code, extra_lines=self._bench_lines(rep, why))
+            ending = self._server_ending() or _Ending("failed", exit_code=code, in_bench=True)
+            ending.extra_lines = self._bench_lines(rep, why)  # the server's, if it died under it
+            return ending
         sent, completed = dialect.prompts_sent(level.bench), result.get("completed")
         length = dialect.accept_length(result, before, dialect.counters(self.port,
                                                                         self.watch.opener))

@@ -164,6 +164,9 @@ def for_this_host(request: ProbeRequest) -> ProbeRequest:
     """The request checked against this host: without a backend, nccl when this host has
     `world` GPUs, else gloo; nccl needs that many GPUs, gloo a CPU per rank; every `${NAME}`
     of its env set in this process's environment."""
+    if importlib.util.find_spec("torch") is None:  # before any rank: one line (jobs.extras)
+        raise ProbeInputError("the collectives probe needs torch, which this installation "
+                              "lacks: pip install 'specbench[local]'")
     for line in unset_references(request.env)[:1]:
         raise ProbeInputError(line)
     world, backend = request.world, request.backend

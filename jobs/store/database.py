@@ -32,6 +32,7 @@ from sqlalchemy.sql.elements import ColumnElement
 
 from jobs import settings
 from jobs.core.errors import SettingError
+from jobs.extras import require
 from jobs.store.connections import Timeouts, create_server_engine
 from jobs.store.schema import Batch
 
@@ -164,6 +165,8 @@ def checked_url(url: str) -> URL:
     backend = parsed.get_backend_name()
     if backend not in BACKENDS:
         raise _setting_error(url, f"the store runs on {' or '.join(BACKENDS)}, not {backend!r}")
+    if backend == "postgresql" and parsed.get_driver_name() == "psycopg":
+        require(("postgres", "a PostgreSQL store (SPECBENCH_DATABASE_URL)"))
     try:
         dialect = parsed.get_dialect()
         dialect.import_dbapi()

@@ -7,12 +7,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from sqlalchemy import Table, bindparam, select, update
+from sqlalchemy import Table, bindparam, or_, select, update
 from sqlalchemy.dialects import sqlite
 
 from jobs.core.digest_memory import hardware, judged_results
 from jobs.core.grids import GridPoints
-from jobs.core.memory import config_key, stack_key
+from jobs.core.memory import PastRun, config_key, failed_in_bench, stack_key
+from jobs.core.memory import bench_key as bench_key_of
 from jobs.core.records import RunRecord, to_record
 from jobs.core.verdicts import median
 from jobs.store.database import Database, json_path
@@ -21,7 +22,7 @@ from jobs.store.schema import Batch, Run
 # Run statuses that leave an approach to run again when an interrupted batch resumes.
 RERUN_STATUSES = frozenset({"cancelled", "skipped"})
 _RUN_UPDATES = ("position", "role", "status", "record", "started_at", "finished_at",
-                "config_key", "stack_key", "value", "hardware")
+                "config_key", "stack_key", "bench_key", "value", "hardware")
 DEAD_END_LOOKBACK = 20  # earlier failures of one configuration looked at, newest first
 
 
@@ -54,35 +55,38 @@ class Runs(Database):
         return [to_record(json.loads(data), where=f"{batch_id}/{name}") for name, data in rows]
 
     def last_run_of(self, server_args: dict[str, Any], env: dict[str, str], stack: str, *,
-                    not_in: str) -> RunRecord | None:
+                    bench: str, not_in: str) -> PastRun | None:
         """The newest run of this configuration on this stack in another batch, whatever its
-        status (one indexed query)."""
+        status, but a failure of its benchmark under other bench settings (`bench`: the bench
+        settings' key; one indexed query)."""
         query = (
-            select(Run.batch_id, Run.approach, Run.record)
+            select(Run.batch_id, Run.approach, Run.record, Run.bench_key)
             .where(Run.config_key == config_key(server_args, env), Run.stack_key == stack,
-                   Run.batch_id != not_in, Run.status.notin_(sorted(RERUN_STATUSES)))
+                   Run.batch_id != not_in, Run.status.notin_(sorted(RERUN_STATUSES)),
+                   or_(Run.bench_key.is_(None), Run.bench_key == bench))
             .order_by(Run.finished_at.desc(), Run.id.desc())
             .limit(1)
         )
         with self._read() as session:
             row = session.execute(query).first()
-        return None if row is None else to_record(json.loads(row[2]), where=f"{row[0]}/{row[1]}")
+        return None if row is None else _past_run(*row)
 
-    def failures_of(self, server_args: dict[str, Any], env: dict[str, str], *,
-                    not_in: str) -> list[RunRecord]:
-        """Earlier failed runs of this very configuration in other batches, newest first (one
-        indexed query; the caller judges their causes and stacks)."""
+    def failures_of(self, server_args: dict[str, Any], env: dict[str, str], *, bench: str,
+                    not_in: str) -> list[PastRun]:
+        """Earlier failed runs of this very configuration in other batches, newest first, but
+        failures of the benchmark under other bench settings (one indexed query; the caller
+        judges their causes and stacks)."""
         query = (
-            select(Run.batch_id, Run.approach, Run.record)
+            select(Run.batch_id, Run.approach, Run.record, Run.bench_key)
             .where(Run.config_key == config_key(server_args, env), Run.status == "failed",
-                   Run.batch_id != not_in)
+                   Run.batch_id != not_in,
+                   or_(Run.bench_key.is_(None), Run.bench_key == bench))
             .order_by(Run.finished_at.desc(), Run.id.desc())
             .limit(DEAD_END_LOOKBACK)
         )
         with self._read() as session:
             rows = session.execute(query).all()
-        return [to_record(json.loads(data), where=f"{batch}/{name}") for batch, name, data in rows]
-
+        return [_past_run(*row) for row in rows]
 
     def put_verdicts(self, batch_id: str, report: dict[str, Any]) -> None:
         """The report's judgement on the batch's runs (the digest's columns): each run's
@@ -158,7 +162,21 @@ def _run_values(position: int, record: RunRecord, metric: str | None) -> dict[st
         "finished_at": _parse_time(record.finished_at),
         "config_key": config_key(record.server_args, record.env),
         "stack_key": stack_key(record.fingerprint, engine=record.engine),
+        "bench_key": run_bench_key(record),
     }
+
+
+def _past_run(batch: str, approach: str, data: str, bench: str | None) -> PastRun:
+    return PastRun(record=to_record(json.loads(data), where=f"{batch}/{approach}"),
+                   bench_key=bench)
+
+
+def run_bench_key(record: RunRecord) -> str | None:
+    """The `bench_key` column of a run: its bench settings' key when its benchmark failed."""
+    if not failed_in_bench(record):
+        return None
+    settings = record.extra.get("bench")
+    return bench_key_of(settings if isinstance(settings, dict) else {})
 
 
 def _parse_time(value: str | None) -> datetime | None:

@@ -128,6 +128,9 @@ class Run(Base):
     # stack; null for a record the store could not read when it was migrated.
     config_key: Mapped[str | None] = mapped_column(String(32))
     stack_key: Mapped[str | None] = mapped_column(String(32))
+    # A run whose benchmark failed on a server that was up (0009_bench_keys): the key of the
+    # bench settings it ran with, which its dead end holds too; null for every other run.
+    bench_key: Mapped[str | None] = mapped_column(String(32))
     # The digest's measurements (0005_run_values), so that its history never reads a record:
     # the median on the batch's metric (null without a sample) and the host's hardware.
     value: Mapped[float | None] = mapped_column(Float)

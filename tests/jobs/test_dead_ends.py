@@ -11,6 +11,7 @@ import pytest
 
 from jobs.batches.execution import execute_batch
 from jobs.core.events import NullSink
+from jobs.core.memory import config_key, stack_key
 from jobs.core.plans import BatchPlan, RunConfig, resolve
 from jobs.core.presets import parse_preset
 from jobs.core.records import RunRecord
@@ -101,6 +102,9 @@ def test_a_known_dead_end_is_not_started_on_the_same_stack(db: Store) -> None:
     known = result(report, "symm-mem")
     assert known["verdict"] == "failed" and known["cause"] == "arch-unsupported"
     assert known["why"].startswith("known from b-first: ")
+    assert known["why"].endswith(  # what it failed of: nothing of the bench
+        "; re-opened by a change of its server args or env, or of the stack (GPU, compute "
+        "capability, driver, CUDA, torch, NCCL, the engine sglang and its version)")
     [record] = [r for r in db.records("b-second") if r.approach == "symm-mem"]
     [earlier] = [r for r in db.records("b-first") if r.approach == "symm-mem"]
     assert record.status == "failed" and record.extra["known_from"] == "b-first"
@@ -198,3 +202,64 @@ def test_the_migration_gives_runs_stored_before_it_their_keys(url: str) -> None:
         assert "symm-mem" not in engine_now.started
         [known] = [r for r in db.records("b-new") if r.approach == "symm-mem"]
         assert known.extra["known_from"] == "b-old"
+
+
+OFFLINE_BENCH = ("[2026-12-02 10:00:01] INFO: The server is fired up and ready to roll!\n"
+                 "specbench: bench_serving (warm-up) exited 1:\n"
+                 "huggingface_hub.errors.LocalEntryNotFoundError: An error happened while trying "
+                 "to locate the file on the Hub and we cannot find the requested files in the "
+                 "local cache.")
+
+
+def test_the_migration_keys_earlier_bench_failures_by_their_bench_settings(
+    url: str,  # noqa: F811
+) -> None:
+    """A store from before `failed_in` (at 0008) with a run whose benchmark failed (its dataset
+    could not be downloaded) and one whose server failed: after `migrate`, a batch with other
+    bench settings runs the first and still knows the second."""
+    import json
+    from pathlib import Path
+
+    from alembic import command
+    from alembic.config import Config
+    from sqlalchemy import create_engine, text
+
+    from jobs.store.database import _MIGRATIONS
+
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0008")
+    plan = dataclasses.replace(resolve(parse_preset(PRESET, source="mem.yaml", stem="mem")),
+                               bench={"dataset-name": "random", "num-prompts": 2})
+    with engine.begin() as connection:
+        connection.execute(text(
+            "INSERT INTO batches (id, preset, engine, queue, state, requested_by, plan, "
+            "created_at, cancel_requested) VALUES ('b-old', 'mem', 'sglang', 'default', 'done', "
+            "'U1', :plan, CURRENT_TIMESTAMP, false)"), {"plan": json.dumps(plan.to_dict())})
+        for position, (approach, tail) in enumerate(
+                [("plain", OFFLINE_BENCH), ("symm-mem", ARCH)], start=1):
+            old = to_run_record(plan.config(approach), RunContext(
+                batch_id="b-old", plan=plan, log_path=Path("x.log"), fingerprint=STACK,
+                on_phase=lambda name, details: None, should_stop=lambda: False),
+                status="failed", started_at="2026-01-01T00:00:00+00:00", exit_code=1,
+                log_tail=tail)
+            connection.execute(text(
+                "INSERT INTO runs (batch_id, position, approach, role, status, record, "
+                "config_key, stack_key, finished_at) VALUES ('b-old', :position, :approach, "
+                "'approach', 'failed', :record, :config, :stack, CURRENT_TIMESTAMP)"),
+                {"position": position, "approach": approach, "record": old.to_json(),
+                 "config": config_key(old.server_args, old.env),
+                 "stack": stack_key(STACK, engine="sglang")})
+    engine.dispose()
+    with Store(url) as db:
+        later = GPU()
+        report = batch(db, later, "b-new")  # the preset's own bench: no dataset to download
+        assert "plain" in later.started
+        assert not result(report, "plain")["why"].startswith("known from")
+        assert "symm-mem" not in later.started
+        assert result(report, "symm-mem")["why"].startswith("known from b-old: ")

@@ -294,6 +294,7 @@ def test_migration_0006_judges_the_stored_runs_and_names_cpu_hosts(store: Store)
         session.execute(text("ALTER TABLE runs DROP COLUMN judged_delta"))
         session.execute(text("DROP TABLE slack_parts"))  # 0007's, made again by migrate
         session.execute(text("ALTER TABLE batches DROP COLUMN summary_claim_owner"))
+        session.execute(text("ALTER TABLE runs DROP COLUMN bench_key"))  # 0009's
         session.execute(text("UPDATE alembic_version SET version_num = '0005'"))
     store.migrate()
     with store._read() as session:

@@ -28,6 +28,7 @@ EVENT_PREFIX = "SPECBENCH-EVENT "
 # Attention writes this fraction of its random output: context perturbs the next-token choice
 # without blurring it (at 0.3 the top-1 margin falls ~200x).
 WARMUP_TOKENS = 16
+BENCH_COUNTS = ("num_prompts", "input_len", "output_len")  # bench knobs that must be 1 or more
 
 
 class LosslessnessError(Exception):
@@ -128,13 +129,26 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
             f"argument --draft-layers: expected a value from 1 to {args.num_layers - 1}, "
             f"got {args.draft_layers}"
         )
-    for name in ("num_prompts", "input_len", "output_len", "reps", "num_assistant_tokens"):
+    for name in ("reps", "num_assistant_tokens"):
         if getattr(args, name) < 1:
-            flag = "--" + name.replace("_", "-")
-            parser.error(f"argument {flag}: expected a positive value, got {getattr(args, name)}")
+            parser.error(_not_positive(name, getattr(args, name)))
     if args.draft_vocab_size is not None and args.draft_layers is None:
         args.draft_layers = 1
     return args
+
+
+def bench_refusal(args: argparse.Namespace) -> str | None:
+    """The bench's own check of its settings, made once the model serves (as a benchmark client
+    starts against a server that is up): a refusal is the benchmark's failure, not the
+    server's (docs/contracts.md "Memory across batches")."""
+    for name in BENCH_COUNTS:
+        if getattr(args, name) < 1:
+            return _not_positive(name, getattr(args, name))
+    return None
+
+
+def _not_positive(name: str, value: int) -> str:
+    return f"argument --{name.replace('_', '-')}: expected a positive value, got {value}"
 
 
 def emit(event: str, **details: Any) -> None:
@@ -226,10 +240,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{transformers.__version__}, {torch.get_num_threads()} threads", flush=True,
     )
     target = build_target(args)
-    prompts = make_prompts(args, target)
+    refused = bench_refusal(args)
+    prompts = make_prompts(args, target) if refused is None else []
     bench = Bench(args, target)
-    try:
-        bench.generate(prompts[0], max_new=WARMUP_TOKENS)
+    try:  # the first request warms the model up; without the bench's prompts, a few tokens
+        bench.generate(prompts[0] if prompts else [t % args.vocab_size for t in range(1, 9)],
+                       max_new=WARMUP_TOKENS)
     except ValueError as exc:
         if args.draft_vocab_size in (None, args.vocab_size):
             raise
@@ -239,6 +255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"vocabulary (transformers: {str(exc).splitlines()[0]})"
         ) from exc
     emit("ready")
+    if refused is not None:
+        emit("bench_refused", reason=refused)
+        print(f"{PROG}: error: {refused}", file=sys.stderr, flush=True)
+        return 2
     levels = args.loads or [args.max_concurrency]
     first: list[list[int]] | None = None
     accepts: list[float | None] = []

@@ -24,6 +24,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from jobs.core.memory import bench_failure, bench_settings
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.engines.base import RunContext, now_iso, server_env, to_run_record
@@ -171,6 +172,8 @@ class LocalEngine:
             "warmup": first.warmup, "sampling": dict(SAMPLING),
             **{k: done[k] for k in ("output_digest", "prompt_digests") if k in done}}
         metrics = level_metrics(ctx.plan, first, done.get("accept_length"))
+        if progress.bench_refused and outcome == "failed":  # no dead end of the server's
+            extra.update(bench_failure(bench_settings(ctx.plan)))
         if state is not None:
             tail[1:1] = state.notes
             extra["by_load"] = by_load(ctx.plan, progress, status=outcome)

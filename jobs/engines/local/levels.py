@@ -41,6 +41,7 @@ class Progress:
     levels: list[LevelProgress] = field(default_factory=list)
     done: dict[str, Any] | None = None
     lossy: bool = False  # a LosslessnessError: no level's figures count
+    bench_refused: bool = False  # the model served; the bench refused its own settings
     # Resume at the level reached: the levels a checkpoint held (`by_load` entries, lowest
     # first; the child runs the others), the plan's number of levels, each finished level's
     # accept length, and what to do when one is finished (write the checkpoint).
@@ -97,6 +98,8 @@ def handle_event(event: dict[str, Any], progress: Progress, ctx: RunContext) -> 
         progress.done = event
     elif kind == "lossy":
         progress.lossy = True
+    elif kind == "bench_refused":
+        progress.bench_refused = True
 
 
 def loads_reason(loads: Mapping[str, Sequence[Any]] | None) -> str | None:
