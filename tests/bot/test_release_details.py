@@ -110,10 +110,11 @@ def test_sglang_preflight_reads_an_abbreviated_flag_as_the_release_s_parser_does
 
 
 def sglang_preset(name: str, info: Path, bench: str = SGLANG_BENCH) -> str:
+    # two repetitions: its verdicts are asserted, and one is no noise estimate
     return f"""\
 name: {name}
 engine: sglang
-reps: 1
+reps: 2
 warmup: false
 timeouts: {{startup_s: 20, bench_s: 20}}
 bench: {bench}
