@@ -161,7 +161,8 @@ def test_a_batch_taken_while_the_data_dir_is_full_waits_and_resumes(
     finally:
         sub.close()
     assert "Paused" not in _progress_text(batch, before + after)
-    _check_resumed(site, batch, before + after, launches=[1, 1, 2, 3, 4])  # 4: the baseline's closing run
+    # 4: the baseline's closing run
+    _check_resumed(site, batch, before + after, launches=[1, 1, 2, 3, 4])
 
 
 @pytest.mark.timeout(120)
@@ -181,4 +182,5 @@ def test_a_data_dir_that_fills_mid_run_pauses_and_runs_that_configuration_again(
         after = collect(sub, is_end(batch), timeout=60)
     finally:
         sub.close()
-    _check_resumed(site, batch, before + after, launches=[1, 2, 2, 3, 4])  # 4: the baseline's closing run
+    # 4: the baseline's closing run
+    _check_resumed(site, batch, before + after, launches=[1, 2, 2, 3, 4])
