@@ -43,6 +43,7 @@ test: install services
 lint: install
 	$(VENV)/bin/ruff check bot jobs tests
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 durations: install services
 	$(PYTEST) --store-durations

@@ -5,7 +5,7 @@ parent. On a terminal the progress message is redrawn in place; otherwise every 
 printed as plain lines. With `-c LINE` one line runs, and the console waits for any batch it
 started to end: for its thread, or, should the end event never come (Redis away), for the store
 to say so. SIGINT (Ctrl-C), SIGTERM and SIGHUP end the console and the batches it runs,
-`cancelled`, their servers stopped (`bot.cli.interrupts`), not only the display. Error replies
+`cancelled`, their servers stopped (`bot.interrupts`), not only the display. Error replies
 go to stderr. On a terminal readline edits the line (history, arrows), and a message drawn while
 a line is being typed goes above it, the prompt and the typed text drawn again below.
 """
@@ -25,9 +25,9 @@ from bot.line_reader import PROMPT, LineReader, terminal_kept
 from bot.thread.end_watch import EndWatch, stored_row
 from bot.thread.messages import Message, Upload
 from bot.thread.thread_hub import ThreadHub
-from jobs import __version__, settings
+from jobs import __version__, redaction, settings
 from jobs.batches.dispatch import Dispatcher
-from jobs.core.errors import InfraError
+from jobs.errors import InfraError
 from jobs.store import BatchRow
 
 INDENT = "  │ "
@@ -168,7 +168,7 @@ class Console:
         if self.dispatcher.mode == "embedded":
             mode = "embedded (batches run in this process)"
         else:
-            url = settings.redact_urls(settings.broker_url() or "")
+            url = redaction.redact_urls(settings.broker_url() or "")
             mode = f"{self.dispatcher.mode} (broker {url}, queue {settings.default_queue()})"
         return (f"specbench console {__version__}\n"
                 f"data dir: {settings.data_dir().resolve()}\n"
@@ -247,8 +247,8 @@ class Console:
 
 def run_console(*, line: str | None, timeout: float) -> int:
     """`specbench console [-c LINE] [--timeout S]`."""
-    from bot.cli import interrupts
-    from jobs.batches.dispatch import get_dispatcher
+    from bot import interrupts
+    from jobs.dispatchers import get_dispatcher
 
     dispatcher = get_dispatcher()
     with interrupts.Trap() as trap:  # Ctrl-C stops the batches, not only the display

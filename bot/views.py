@@ -22,9 +22,9 @@ from jobs.core.messages import (
     render_text,
     summary_payload,
 )
-from jobs.core.presets import Preset
-from jobs.evidence.probe_format import asked_text as probe_asked
-from jobs.settings import redact, secret_values
+from jobs.core.plans import Preset
+from jobs.core.probe_text import asked_text as probe_asked
+from jobs.redaction import redact, secret_values
 from jobs.store import TERMINAL_STATES
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from jobs.core.errors import UserError
+from jobs.errors import UserError
 
 EXTRAS: dict[str, tuple[str, ...]] = {
     "local": ("torch", "transformers"),

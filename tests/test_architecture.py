@@ -48,7 +48,8 @@ def offending(modules: list[str], banned: tuple[str, ...]) -> list[str]:
 
 
 def test_the_core_is_found_on_disk() -> None:
-    assert {"jobs.core.report", "jobs.core.verdicts", "jobs.core.plans"} <= set(CORE)
+    assert {"jobs.core.advice._report", "jobs.core.verdicts._verdicts",
+            "jobs.core.plans._plans"} <= set(CORE)
 
 
 def test_core_modules_import_no_adapter_library() -> None:
@@ -110,7 +111,7 @@ def test_analyze_imports_no_torch_celery_or_slack(tmp_path: Path) -> None:
     )
     for fmt in ("text", "json", "slack"):
         modules = python(code, "analyze", str(runs), "--format", fmt)
-        assert "jobs.core.report" in modules
+        assert "jobs.core.advice._report" in modules
         assert offending(modules, HEAVY) == [], fmt
 
 
@@ -144,3 +145,75 @@ def test_the_engine_check_fails_on_a_module_that_names_one(tmp_path: Path) -> No
     assert engine_naming_lines(tmp_path) == [
         "bot/y.py:1: engine = 'sglang'", 'jobs/core/x.py:1: """Ask vLLM."""',
     ]
+
+
+# --------------------------------------------------------------------------- the dependency rules
+
+sys.path.insert(0, str(REPO / "scripts"))
+import import_contracts  # noqa: E402 - the script that makes the contracts from the doc
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """import-linter over the packages under `root`, with this repository's contracts."""
+    return subprocess.run(
+        [str(Path(sys.executable).with_name("lint-imports")), "--config",
+         str(REPO / "pyproject.toml"), "--no-cache"],
+        cwd=root, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONPATH": str(root)})
+
+
+def test_the_architecture_page_and_the_import_contracts_are_one_truth() -> None:
+    """pyproject.toml's import-linter contracts are exactly those docs/architecture.md's tables
+    make: a rule changed in one place only fails here."""
+    import tomllib
+
+    doc = (REPO / "docs" / "architecture.md").read_text(encoding="utf-8")
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    held = config["tool"]["importlinter"]["contracts"]
+    assert held == import_contracts.contracts(doc)
+    table = import_contracts.folders(doc)
+    # every folder of bot/ and jobs/ (and every module beside them) has its row
+    on_disk = {f"{top}.{p.stem}" for top in ("bot", "jobs") for p in (REPO / top).iterdir()
+               if (p.is_dir() and (p / "__init__.py").exists()) or (
+                   p.suffix == ".py" and p.name != "__init__.py")}
+    assert on_disk == set(table)
+
+
+def test_every_import_keeps_the_rules_and_a_planted_upward_one_breaks_them(
+    tmp_path: Path,
+) -> None:
+    """lint-imports reads every import, those inside functions too: the tree as it is keeps
+    every contract; a copy with one upward import planted in a function of the core does not."""
+    kept = _lint_imports(REPO)
+    assert kept.returncode == 0, kept.stdout[-3000:]
+    assert "0 broken" in kept.stdout
+    import shutil
+
+    for top in ("bot", "jobs"):
+        shutil.copytree(REPO / top, tmp_path / top,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    planted = tmp_path / "jobs" / "core" / "units.py"
+    planted.write_text(planted.read_text(encoding="utf-8")
+                       + "\n\ndef _upward() -> object:\n"
+                       + "    from jobs.store import Store\n\n    return Store\n",
+                       encoding="utf-8")
+    broken = _lint_imports(tmp_path)
+    assert broken.returncode == 1
+    assert "jobs.core may import only what docs/architecture.md lists BROKEN" in broken.stdout
+    assert "jobs.core.units -> jobs.store" in broken.stdout
+
+
+def test_no_module_outside_a_room_imports_its_private_modules() -> None:
+    """Rooms of jobs/core are used through their faces (`from jobs.core.verdicts import ...`),
+    never through the modules behind them (`jobs.core.verdicts._verdicts`)."""
+    private = re.compile(r"\bjobs\.core\.([a-z_]+)\._[a-z_]+")
+    found = []
+    for path in [*(REPO / "jobs").rglob("*.py"), *(REPO / "bot").rglob("*.py")]:
+        parts = path.relative_to(REPO).parts
+        own = parts[2] if parts[:2] == ("jobs", "core") and len(parts) > 3 else None
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = [node.module] if isinstance(node, ast.ImportFrom) and node.module else \
+                [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            found += [f"{path.relative_to(REPO)}: {name}" for name in names
+                      if (m := private.search(name or "")) and m.group(1) != own]
+    assert found == []

@@ -197,8 +197,7 @@ def test_the_pinned_sglang_release_accepts_every_shipped_preset(
 ) -> None:
     """What a new user gets from `docker compose up`: preflight on that release's own flag set
     (generated from its wheel, tests/standin/sglang/flags) refuses no configuration."""
-    from jobs.core.plans import resolve
-    from jobs.core.presets import load_all
+    from jobs.core.plans import load_all, resolve
     from jobs.engines.sglang.engine import SGLangEngine
     from tests.standin.harness import STANDIN, make_standin
 

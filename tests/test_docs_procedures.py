@@ -126,7 +126,7 @@ def _worker_queues(section: Section) -> set[str]:
 
 
 def _run_queue(section: Section, args: list[str]) -> str:
-    from jobs.core.presets import load_preset
+    from jobs.core.plans import load_preset
 
     return (_option_value(args, "--queue") or load_preset(args[1]).queue
             or section.exported().get("SPECBENCH_QUEUE", "default"))

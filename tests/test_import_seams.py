@@ -26,7 +26,7 @@ def imported_modules(path: Path) -> set[str]:
 
 @pytest.mark.parametrize(("importer", "imported"), [
     ("bot/slack/app.py", "bot.slack.http"),
-    ("jobs/core/presets.py", "jobs.core.secret_refs"),
+    ("jobs/core/plans/_presets.py", "jobs.core.plans._secret_refs"),
 ])
 def test_the_import_runs_one_way(importer: str, imported: str) -> None:
     back = REPO / (imported.replace(".", "/") + ".py")

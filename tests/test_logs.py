@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 from jobs import __version__
-from jobs.core.errors import BrokerError
+from jobs.errors import BrokerError
 from jobs.ops.logs import configure_logging, log_start, scrub
 
 SECRET = "xoxb-planted-secret-4711"

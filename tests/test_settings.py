@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from jobs.settings import redact, redact_urls, secret_values
+from jobs.redaction import redact, redact_urls, secret_values
 
 
 def test_secret_values_come_from_every_environment_given() -> None:
@@ -21,7 +21,7 @@ def test_redact_masks_the_longest_secret_whole() -> None:
 
 
 def test_a_switch_under_a_secret_looking_name_is_not_masked() -> None:
-    from jobs.settings import redact, secret_values
+    from jobs.redaction import redact, secret_values
 
     env = {"TOKENIZERS_PARALLELISM": "false", "HF_TOKEN": "hf_abcdefgh"}
     secrets = secret_values(env)

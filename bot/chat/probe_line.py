@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jobs.commands.probe import ProbeArgs
-from jobs.core.errors import UserError
+from jobs.errors import UserError
 from jobs.evidence.probe_input import parse_sizes
 
 USAGE = ("probe [--world N] [--backend nccl|gloo] [--sizes BYTES,...] [--iters N] "

@@ -34,9 +34,9 @@ from jobs.commands import (
     status,
 )
 from jobs.commands.context import Access, Caller, Context
-from jobs.core.errors import InfraError, UserError
 from jobs.engines.base import Engine
-from jobs.settings import redact_urls
+from jobs.errors import InfraError, UserError
+from jobs.redaction import redact_urls
 from jobs.store.outage import describe, is_outage
 
 __all__ = ["COMMANDS", "Access", "Caller", "Reply", "Router", "parse_options", "split_line"]

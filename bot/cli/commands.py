@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bot.cli import interrupts
-from jobs.core.errors import InfraError, UserError
+from bot import interrupts
+from jobs.errors import InfraError, UserError
 
 
 def _context() -> Any:
@@ -41,7 +41,7 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from jobs.core.presets import load_preset
+    from jobs.core.plans import load_preset
 
     load_preset(args.preset)  # a bad file is refused before the store's and engines' imports
     from jobs.commands import run  # (SPEC.md "Bounded work": a huge grid in under a second)

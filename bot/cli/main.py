@@ -16,7 +16,7 @@ from typing import NoReturn
 
 from bot.cli import probe_cmd
 from jobs.core.engine_info import engine_names
-from jobs.core.errors import SpecbenchError
+from jobs.errors import SpecbenchError
 
 FORMATS = ("text", "json", "slack")
 
@@ -206,11 +206,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _database_away(exc: BaseException) -> str:
     """One line for a database that did not answer: where (password masked), why, what next."""
-    from jobs import settings
+    from jobs import redaction, settings
     from jobs.store.outage import describe
 
-    where = settings.redact_urls(settings.database_url())
-    why = settings.redact_urls(describe(exc))
+    where = redaction.redact_urls(settings.database_url())
+    why = redaction.redact_urls(describe(exc))
     return (f"the database at {where} did not answer ({why}); "
             "try again once it answers")
 
@@ -220,13 +220,13 @@ def _log_incident(incident: str) -> str | None:
     (docs/contracts.md: env values with TOKEN, KEY, SECRET or PASSWORD in the name, URL
     passwords); None once written, else why it could not be (the message then names no file
     that does not exist)."""
-    from jobs import settings
+    from jobs import redaction, settings
 
     try:
         folder = settings.data_dir() / "logs"
         folder.mkdir(parents=True, exist_ok=True)
-        secrets = settings.secret_values(os.environ)
-        shown = settings.redact_urls(settings.redact(traceback.format_exc(), secrets=secrets))
+        secrets = redaction.secret_values(os.environ)
+        shown = redaction.redact_urls(redaction.redact(traceback.format_exc(), secrets=secrets))
         with open(folder / "errors.log", "a", encoding="utf-8") as handle:
             handle.write(f"--- incident {incident}\n{shown}\n")
     except OSError as exc:  # nowhere to write it: the one line on stderr still goes

@@ -37,8 +37,8 @@ def add_parser(commands: Any, *, seconds: Callable[[str], float], contract: str)
 
 
 def cmd_probe(args: argparse.Namespace) -> int:
+    from jobs.core.probe_text import render
     from jobs.evidence.collectives import run_probe
-    from jobs.evidence.probe_format import render
     from jobs.evidence.probe_input import DEFAULT_SIZES, parse_env, parse_sizes, to_request
 
     request = to_request(

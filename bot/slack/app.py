@@ -45,8 +45,8 @@ from bot.thread.store_retry import off_loop
 from bot.thread.summary_message import logs_message
 from bot.thread.thread_hub import ThreadHub
 from jobs.batches.dispatch import Dispatcher
-from jobs.core.errors import InfraError
 from jobs.engines.base import Engine
+from jobs.errors import InfraError
 
 log = logging.getLogger(__name__)
 SEEN_KEYS = 10_000
@@ -246,7 +246,7 @@ class SpecbenchBot:
 
 def run_bot(*, http_port: int | None) -> int:
     """`specbench bot`: Socket Mode unless `--http PORT`."""
-    from jobs.batches.dispatch import get_dispatcher
+    from jobs.dispatchers import get_dispatcher
 
     token = os.environ.get("SLACK_BOT_TOKEN")
     if not token:

@@ -28,11 +28,11 @@ from bot.thread.ports import Hub
 from bot.thread.progress_message import Coalescer, ProgressMessage
 from bot.thread.store_retry import Outage, describe, is_blip, off_loop, patiently
 from bot.thread.thread_end import finish_thread
-from jobs import settings
+from jobs import redaction
 from jobs.batches.dispatch import Submitted
-from jobs.core.batch_plan import PROBE
 from jobs.core.events import Event
-from jobs.evidence.probe_format import asked_text as probe_asked
+from jobs.core.plans import PROBE
+from jobs.core.probe_text import asked_text as probe_asked
 from jobs.store import BatchRow
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class BatchThread:
         rows = [PROBE] if plan.is_probe else [c.approach for c in plan.configs]
         self.progress = ProgressMessage.of(self.row.id, rows)
         self.edits = Coalescer(self.hub.interval)
-        self.secrets = settings.secret_values(os.environ, *(c.env for c in plan.configs))
+        self.secrets = redaction.secret_values(os.environ, *(c.env for c in plan.configs))
         self.host = self.row.host
         # The follow loop's polls through an outage: logged once, backed off, as every store
         # call of the thread is (bot.thread.store_retry).
@@ -91,7 +91,7 @@ class BatchThread:
         return redacted(message, self.redact)
 
     def redact(self, text: str) -> str:
-        return settings.redact(text, secrets=self.secrets)
+        return redaction.redact(text, secrets=self.secrets)
 
     # --- lifecycle ---
 

@@ -37,7 +37,7 @@ def open_feed(dispatcher: Dispatcher, *, group: str = GROUP) -> Any:
     import redis
 
     from jobs.broker.streams import StreamReader, connect
-    from jobs.core.errors import BrokerError
+    from jobs.errors import BrokerError
 
     client = connect(url)
     try:

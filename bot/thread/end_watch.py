@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from bot.thread.store_retry import is_blip
-from jobs.core.batches import BatchRow
 from jobs.core.events import Event
+from jobs.core.plans import BatchRow
 from jobs.store import TERMINAL_STATES
 
 END_EVENTS = ("batch.finished", "batch.cancelled")

@@ -16,8 +16,8 @@ from typing import Any
 
 from bot.thread.messages import Message, render_message
 from jobs.core.events import Event
-from jobs.core.level_text import MARKS
-from jobs.core.loads import load_label
+from jobs.core.levels import MARKS
+from jobs.core.plans import load_label
 from jobs.core.progress import outcome_text, phase_text, result_text, value_text
 from jobs.core.records import RunRecord
 

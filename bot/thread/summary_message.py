@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bot.thread.messages import Message, Upload
-from jobs import settings
+from jobs import redaction
 from jobs.charts.files import extra_charts
 from jobs.charts.summary import to_chart_png
 from jobs.core.messages import (
@@ -77,25 +77,25 @@ def summary_uploads(
 def _shown(record: RunRecord) -> dict[str, Any]:
     """A run record as it may be uploaded: secret env values read ***, the log redacted."""
     data = record.to_dict()
-    data["env"] = settings.redact_env(dict(record.env))
-    data["log_tail"] = settings.redact(
-        record.log_tail, secrets=settings.secret_values(os.environ, record.env))
+    data["env"] = redaction.redact_env(dict(record.env))
+    data["log_tail"] = redaction.redact(
+        record.log_tail, secrets=redaction.secret_values(os.environ, record.env))
     return data
 
 
 def logs_message(*, store: Any, batch_id: str) -> Message:
     """The failed approaches' log tails (the Show-logs button), redacted."""
     records = store.records(batch_id)
-    secrets = settings.secret_values(os.environ, *(r.env for r in records))
+    secrets = redaction.secret_values(os.environ, *(r.env for r in records))
     logs = []
     for r in records:
         if r.status in ("failed", "timeout"):
-            lines = settings.redact(r.log_tail, secrets=secrets).splitlines()[-LOG_LINES:]
+            lines = redaction.redact(r.log_tail, secrets=secrets).splitlines()[-LOG_LINES:]
             tail = "\n".join(lines)[-2800:].replace("```", "'''")
             logs.append({"approach": r.approach, "status": r.status, "cause": None,
                          "lines": len(lines), "tail": tail})
     text = render_text("batch_logs", batch=batch_id, logs=logs)
-    return Message(text=settings.redact(text, secrets=secrets))
+    return Message(text=redaction.redact(text, secrets=secrets))
 
 
 def _can_draw() -> bool:

@@ -4,8 +4,8 @@ Two implementations share one interface (SPEC.md's modes; jobs.batches.dispatch_
 both find it): `EmbeddedDispatcher` runs batches on an in-process worker thread, one at a
 time, and publishes events on an in-process channel; `jobs.broker.dispatcher.
 DistributedDispatcher` sends them as Celery tasks over Redis and reads events from a Redis
-Stream. Chat surfaces (CLI, console, Slack) only see `Dispatcher`, which `get_dispatcher` picks
-by the settings.
+Stream. Chat surfaces (CLI, console, Slack) only see `Dispatcher`, which
+`jobs.dispatchers.get_dispatcher` picks by the settings.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from jobs import settings
+from jobs import redaction
 from jobs.batches import retention, runners
 from jobs.batches.dispatch_api import (
     Dispatcher,
@@ -31,27 +31,14 @@ from jobs.batches.planning import submit
 from jobs.core.events import Event, LocalChannel, make_event
 from jobs.core.plans import BatchPlan
 from jobs.engines.base import worker_secrets
-from jobs.extras import require
 from jobs.store import TERMINAL_STATES, BatchRow, Store
 from jobs.store.patient import PatientStore
 
 # The shared names, where the chat surfaces have always found them.
 __all__ = ["Dispatcher", "EmbeddedDispatcher", "QueueEntry", "Submitted", "Subscription",
-           "get_dispatcher", "queue_entries", "request_cancel"]
+           "queue_entries", "request_cancel"]
 
 log = logging.getLogger(__name__)
-
-
-def get_dispatcher(store: Store | None = None) -> Dispatcher:
-    """Embedded when SPECBENCH_BROKER_URL is unset, distributed otherwise."""
-    store = store or Store()
-    url = settings.broker_url()
-    if url is None:
-        return EmbeddedDispatcher(store)
-    require(("distributed", "distributed mode (SPECBENCH_BROKER_URL is set)"))
-    from jobs.broker.dispatcher import DistributedDispatcher
-
-    return DistributedDispatcher(store, url)
 
 
 class _LocalSubscription:
@@ -181,7 +168,7 @@ class EmbeddedDispatcher:
                                   engine_for=self._engine_factory, should_stop=self._stop.is_set)
             except Exception as exc:  # noqa: BLE001 - a batch's bug must not kill the worker
                 log.exception("batch %s failed", batch_id)
-                error = settings.redact(str(exc), secrets=worker_secrets())[:500]
+                error = redaction.redact(str(exc), secrets=worker_secrets())[:500]
                 store.set_state(batch_id, "failed", error=error)
                 self.channel.emit(make_event("batch.finished", batch_id, state="failed",
                                              report=None, error=error))

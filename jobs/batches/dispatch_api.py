@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from jobs import settings
-from jobs.core.errors import UserError
 from jobs.core.estimates import Estimate, PastRun, estimate, last_end, to_past_run
 from jobs.core.events import Event
 from jobs.core.plans import BatchPlan
+from jobs.errors import UserError
 from jobs.store import TERMINAL_STATES, BatchRow, Store
 
 HISTORY_BATCHES = 20  # a preset's finished batches its estimates are drawn from, newest

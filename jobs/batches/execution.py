@@ -20,7 +20,7 @@ from jobs.batches.evidence_step import Evidence, ahead
 from jobs.batches.planning import new_batch_id, preflight
 from jobs.batches.probing import execute_probe
 from jobs.batches.run_events import emit_finished, phase_emitter
-from jobs.core.errors import UserError
+from jobs.core.advice import analyze, load_remedies
 from jobs.core.events import EventSink, MaskedSink, make_event
 from jobs.core.file_names import file_stem
 from jobs.core.levels import judge
@@ -28,8 +28,6 @@ from jobs.core.memory import bench_settings, dead_end_record
 from jobs.core.noise import CLOSING, Spread, merge_starts, spread_of, spread_reps
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
-from jobs.core.remedies import load_remedies
-from jobs.core.report import analyze
 from jobs.core.rules import RuleSet, load_rules
 from jobs.core.verdicts import Metric, Verdict
 from jobs.engines import flag_facts, get_engine
@@ -42,6 +40,7 @@ from jobs.engines.base import (
     to_run_record,
     to_stored,
 )
+from jobs.errors import UserError
 from jobs.evidence.collectives import measure
 from jobs.store import RERUN_STATUSES, BatchRow, Store
 

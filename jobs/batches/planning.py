@@ -5,19 +5,22 @@ from __future__ import annotations
 import secrets
 
 from jobs import settings
-from jobs.core.bench_checks import bench_problems, metric_problems
 from jobs.core.engine_info import describe
-from jobs.core.errors import KnobError, PresetError, UserError
-from jobs.core.loads import slo_problems
-from jobs.core.plans import BatchPlan, resolve
-from jobs.core.presets import Scalar, load_preset
-from jobs.core.secret_refs import (
+from jobs.core.plans import (
+    BatchPlan,
+    Scalar,
+    bench_problems,
     first_literal_secret,
     first_literal_secret_arg,
     literal_secret_arg_reason,
     literal_secret_reason,
+    load_preset,
+    metric_problems,
+    resolve,
+    slo_problems,
 )
 from jobs.engines.base import Engine
+from jobs.errors import KnobError, PresetError, UserError
 from jobs.extras import require
 from jobs.store import BatchRow, Store
 

@@ -21,10 +21,10 @@ from collections.abc import Callable
 from typing import Any
 
 from jobs.batches.run_events import phase_emitter
-from jobs.core.batch_plan import PROBE, BatchPlan
 from jobs.core.events import EventSink, make_event
+from jobs.core.plans import PROBE, BatchPlan
+from jobs.core.probe_text import peak_busbw
 from jobs.evidence.collectives import ProbeCancelled, ProbeError, run_probe
-from jobs.evidence.probe_format import peak_busbw
 from jobs.evidence.probe_input import (
     ProbeInputError,
     ProbeRequest,

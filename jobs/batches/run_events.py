@@ -7,8 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from jobs.core.events import EventSink, make_event
-from jobs.core.level_report import baseline_levels
-from jobs.core.levels import report_levels
+from jobs.core.levels import baseline_levels, report_levels
 from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
 from jobs.core.verdicts import Metric, Verdict, median

@@ -6,7 +6,7 @@ the confirmation batch is found again by its idempotency key, so a worker killed
 mid-confirmation finishes the sweep without running a point twice.
 
 Under an SLO (SPEC.md "Load levels and service-level objectives") the sweep maximises its value
-among the points that met the SLO at every level (jobs.core.sweep_values): the search gets
+among the points that met the SLO at every level (jobs.core.levels): the search gets
 Optuna's constraints, a repetition stops early only against a point that met it, the winner is
 the best such point, and without one there is no confirmation (the report's `sweep.slo` says
 why). The confirmation runs at every level of the sweep, under its SLO.
@@ -19,12 +19,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from jobs.core.events import Event, EventSink, make_event
+from jobs.core.levels import Points as Points  # where the worker looks
+from jobs.core.levels import objective_text, slo_section
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
-from jobs.core.sweep_parents import vs_parent
-from jobs.core.sweep_values import Points as Points  # where the worker looks
-from jobs.core.sweep_values import objective_text, slo_section
-from jobs.core.sweeps import confirmed_steps, sweep_section
+from jobs.core.sweeps import confirmed_steps, sweep_section, vs_parent
 from jobs.core.verdicts import is_better
 from jobs.search import next_point
 from jobs.store import TERMINAL_STATES, BatchRow, Store
@@ -144,7 +143,7 @@ def _add_section(
     """The report's `sweep` key, its best point against its parent, and its key achievement
     the confirmation's (the best of many noisy points is not one until confirmed): for a sweep
     that has ended and for one still running alike. Its values are the search's
-    (jobs.core.sweep_values): with load levels the baseline's and the parent's are taken the
+    (jobs.core.levels): with load levels the baseline's and the parent's are taken the
     same way as the points'; under an SLO the best is the best point that met it, and the key
     `slo` says what it left out."""
     assert plan.sweep is not None

@@ -15,11 +15,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from jobs.core.engine_info import describe
-from jobs.core.errors import KnobError, PresetError
 from jobs.core.plans import BatchPlan
 from jobs.core.sweeps import ENV_KNOB
 from jobs.engines import type_table
 from jobs.engines.flag_types import TypeTable
+from jobs.errors import KnobError, PresetError
 
 
 def check_values(plan: BatchPlan, *, sets: Sequence[str] = ()) -> None:

@@ -21,9 +21,9 @@ from jobs.broker.celery_app import RUN_BATCH, make_app
 from jobs.broker.sink import StreamSink
 from jobs.broker.streams import StreamSubscription, connect
 from jobs.broker.worker import WORKER_KEY, ping
-from jobs.core.errors import BrokerError
 from jobs.core.events import make_event
 from jobs.core.plans import BatchPlan
+from jobs.errors import BrokerError
 from jobs.store import TERMINAL_STATES, BatchRow, Store
 
 log = logging.getLogger(__name__)

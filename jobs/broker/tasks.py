@@ -24,7 +24,7 @@ from collections.abc import Callable
 
 from celery import shared_task
 
-from jobs import settings
+from jobs import redaction
 from jobs.batches.execution import execute_batch
 from jobs.broker.celery_app import RUN_BATCH
 from jobs.broker.worker import Runtime, is_dead_here, lease_owner, registry_dir, runtime
@@ -162,7 +162,7 @@ def _take_lease(rt: Runtime, row: BatchRow, owner: str) -> bool:
 def _record_failure(rt: Runtime, batch_id: str, exc: Exception) -> str:
     """End the batch failed; the store waits out a database blip (PatientStore). If it is
     still away, the lease lapses and a worker's recovery sweep resumes the batch later."""
-    error = settings.redact(str(exc), secrets=settings.secret_values(os.environ))[:500]
+    error = redaction.redact(str(exc), secrets=redaction.secret_values(os.environ))[:500]
     try:
         rt.store.set_state(batch_id, "failed", error=error)
     except Exception:  # noqa: BLE001 - the handler of a failure must not fail itself

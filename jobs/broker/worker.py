@@ -35,12 +35,12 @@ from typing import Any
 
 import redis
 
-from jobs import settings
+from jobs import redaction, settings
 from jobs.batches import retention
 from jobs.broker.sink import StreamSink
 from jobs.broker.streams import connect
-from jobs.core.errors import BrokerError, InfraError
 from jobs.engines import procs
+from jobs.errors import BrokerError, InfraError
 from jobs.ops import health, owners
 from jobs.store import Store
 from jobs.store.patient import PatientStore
@@ -223,7 +223,7 @@ def main(queue: str) -> int:
     rt = _runtime = Runtime(queue=queue, url=url, store=PatientStore(), client=client,
                             ttl=lease_ttl())
     print(f"specbench {__version__} worker {rt.worker_id} serving queue {queue!r} "
-          f"on {settings.redact_urls(url)}", flush=True)
+          f"on {redaction.redact_urls(url)}", flush=True)
     registry = registry_dir(queue)
     procs.set_registry(registry)
     killed = procs.kill_orphans(registry)

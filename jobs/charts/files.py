@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.charts.sweep import landscape_png, pareto_png
+from jobs.core.levels import Points, point_value
 from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
-from jobs.core.sweep_values import Points, point_value
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from jobs.charts.files import ChartFile
 from jobs.charts.labels import PointLabel, place_labels
 from jobs.charts.summary import chart_title
 from jobs.charts.sweep import axis_label, pareto_front
-from jobs.core.loads import load_label, load_value
+from jobs.core.plans import load_label, load_value
 from jobs.core.units import unit_of
 
 THROUGHPUTS = ("output_throughput", "total_throughput", "total_token_throughput",

@@ -14,8 +14,8 @@ import statistics
 import textwrap
 from typing import Any
 
-from jobs.core.loads import load_label
 from jobs.core.messages import environment
+from jobs.core.plans import load_label
 from jobs.core.records import RunRecord
 from jobs.core.units import unit_of
 

@@ -1,5 +1,5 @@
 """The digest's trend chart: one small panel per preset and hardware, drawn with matplotlib (Agg,
-no pyplot) from `jobs.core.trends.experiment_best`: one point per experiment (a sweep and its
+no pyplot) from `jobs.core.digest.experiment_best`: one point per experiment (a sweep and its
 confirmation are one), its best judged result as its delta against its own batch's baseline
 (%), coloured by verdict, on a zero-based axis with the zero line drawn (above it: better than
 that batch's baseline). The x axis is the experiments in the order they started, shared by the

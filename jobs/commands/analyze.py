@@ -14,16 +14,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from jobs.core.advice import analyze as analyze_records
+from jobs.core.advice import load_remedies
 from jobs.core.engine_info import describe, engine_of
-from jobs.core.errors import PresetError, RecordError, UserError, did_you_mean
 from jobs.core.limits import MAX_MIN_EFFECT_PCT
-from jobs.core.presets import load_preset, preset_names
+from jobs.core.plans import load_preset, preset_names
 from jobs.core.records import RunRecord, decode_lines, parse_lines
-from jobs.core.remedies import load_remedies
-from jobs.core.report import analyze as analyze_records
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
 from jobs.engines import flag_facts
+from jobs.errors import PresetError, RecordError, UserError, did_you_mean
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from jobs.batches import runners
 from jobs.commands.context import Context
-from jobs.core.errors import UserError
+from jobs.errors import UserError
 from jobs.store import TERMINAL_STATES, BatchRow
 
 

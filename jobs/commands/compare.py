@@ -1,4 +1,4 @@
-"""`compare [A] [B]`: two stored batches side by side (`jobs.core.compare` has the rules).
+"""`compare [A] [B]`: two stored batches side by side (`jobs.core.digest` has the rules).
 
 Which two, when not both are named:
 - none: the latest batch with a stored report (it ended) and the latest reported one of the
@@ -20,8 +20,8 @@ from typing import Any
 
 from jobs.commands.context import Context
 from jobs.commands.show import report_of
-from jobs.core.compare import Side, compare_batches
-from jobs.core.errors import UserError, did_you_mean
+from jobs.core.digest import Side, compare_batches
+from jobs.errors import UserError, did_you_mean
 from jobs.store import BatchRow
 from jobs.store import comparisons as picks
 
@@ -33,7 +33,7 @@ class CompareArgs:
 
 
 def compare(ctx: Context, args: CompareArgs | None = None) -> dict[str, Any]:
-    """The comparison's data (`jobs.core.compare.compare_batches`)."""
+    """The comparison's data (`jobs.core.digest.compare_batches`)."""
     args = args or CompareArgs()
     if args.a is None and args.b is not None:
         args = CompareArgs(a=args.b)

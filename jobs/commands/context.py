@@ -8,7 +8,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING
 
 from jobs import settings
-from jobs.core.errors import UserError, did_you_mean
+from jobs.errors import UserError, did_you_mean
 
 if TYPE_CHECKING:
     from jobs.batches.dispatch import Dispatcher
@@ -83,7 +83,7 @@ class Context:
     def dispatcher(self) -> Dispatcher:
         if self.make_dispatcher is not None:
             return self.make_dispatcher()
-        from jobs.batches.dispatch import get_dispatcher
+        from jobs.dispatchers import get_dispatcher
 
         return get_dispatcher(self.store)
 

@@ -13,11 +13,10 @@ from zoneinfo import ZoneInfo
 from jobs import settings
 from jobs.batches import runners
 from jobs.commands.context import Context
-from jobs.core.digest import build_digest
-from jobs.core.errors import UserError
+from jobs.core.digest import build_digest, experiment_best
 from jobs.core.limits import MAX_DAYS
 from jobs.core.rules import load_rules
-from jobs.core.trends import experiment_best
+from jobs.errors import UserError
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ def _summary_line(row: BatchRow) -> dict[str, Any]:
 
 def _probe_words(report: dict[str, Any] | None, request: dict[str, Any]) -> str:
     """A probe's line: what it measured, or what it was asked."""
-    from jobs.evidence.probe_format import asked_text, peak_busbw
+    from jobs.core.probe_text import asked_text, peak_busbw
 
     measured = None if report is None else report.get("probe")
     if not measured:

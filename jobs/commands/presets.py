@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from jobs.commands.context import Context
-from jobs.core.presets import Preset, load_all
+from jobs.core.plans import Preset, load_all
 
 
 def presets(ctx: Context) -> list[Preset]:

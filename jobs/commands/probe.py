@@ -17,7 +17,7 @@ from jobs import settings
 from jobs.batches.probing import probe_plan
 from jobs.commands.context import Context
 from jobs.commands.run import Started, submit
-from jobs.core.errors import UserError
+from jobs.errors import UserError
 from jobs.evidence.probe_input import (
     DEFAULT_ITERS,
     DEFAULT_SIZES,

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from jobs.batches.planning import plan_batch
 from jobs.commands.context import Context
 from jobs.commands.run import Started, check_flags_if_here, check_reps, submit
-from jobs.core.errors import UserError, did_you_mean
 from jobs.core.plans import BatchPlan, only, parse_sets
+from jobs.errors import UserError, did_you_mean
 
 
 @dataclass(frozen=True)

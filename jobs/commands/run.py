@@ -1,7 +1,7 @@
 """`run PRESET`: a preset planned, its flags checked, and submitted to the dispatcher.
 
 From chat (every surface but the CLI) PRESET is a name from the config dir's presets folder;
-a path to a YAML file is the operator's, on the command line (`jobs.core.presets`).
+a path to a YAML file is the operator's, on the command line (`jobs.core.plans`).
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ from jobs.batches.dispatch import Submitted
 from jobs.batches.planning import check_flags, plan_batch
 from jobs.batches.values import check_values
 from jobs.commands.context import Context
-from jobs.core.errors import UserError
-from jobs.core.plans import BatchPlan, parse_sets
-from jobs.core.presets import find_named_preset
+from jobs.core.plans import BatchPlan, find_named_preset, parse_sets
+from jobs.errors import UserError
 
 MAX_REPS = 20
 """The most repetitions a batch may ask for with `--reps`, on every surface: each one is a full

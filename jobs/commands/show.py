@@ -16,8 +16,8 @@ from jobs.batches import runners, sweeping
 from jobs.batches.execution import build_report, log_path
 from jobs.batches.probing import probe_report
 from jobs.commands.context import Context
-from jobs.core.errors import UserError, did_you_mean
 from jobs.core.records import RunRecord
+from jobs.errors import UserError, did_you_mean
 from jobs.store import BatchRow, Store
 from jobs.store.experiments import confirmation_of, latest_experiment
 
@@ -34,7 +34,7 @@ class Shown:
     @property
     def secrets(self) -> dict[str, str]:
         """The batch's env values whose names say they are secret (to mask on display)."""
-        from jobs.settings import is_secret_name
+        from jobs.redaction import is_secret_name
 
         return {k: v for c in self.row.plan.configs for k, v in c.env.items()
                 if is_secret_name(k)}

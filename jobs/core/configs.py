@@ -2,7 +2,7 @@
 how server args layer (`merge_args`) and when two knob values are the same (`is_same_value`).
 
 Batch plans (`jobs.core.plans`) resolve a preset's baseline and approaches into these; a sweep's
-points (`jobs.core.points`) are made from their parent's the same way.
+points (`jobs.core.sweeps`) are made from their parent's the same way.
 """
 
 from __future__ import annotations

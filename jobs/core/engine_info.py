@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from jobs import settings
-from jobs.core.errors import PresetError, UserError
+from jobs.errors import PresetError, UserError
 
 _KEYS = frozenset({"name", "title", "called", "module", "version_key", "python_env", "gpu",
                    "default", "parallel_args", "speculative_args", "metrics", "required_args",
@@ -49,7 +49,7 @@ class EngineInfo:
     # tail percentile rests on (docs/contracts.md "Noise, measured")
     bench_prompts: dict[str, Any] = field(default_factory=dict)
     # Gauges read off the server's own log lines (name -> {pattern, scale}): what a run's log
-    # tail says of its load where the record has no server metrics (jobs.core.hypotheses)
+    # tail says of its load where the record has no server metrics (jobs.core.verdicts)
     log_gauges: dict[str, Any] = field(default_factory=dict)
     # every measured key of the benchmark's result (exact, or a pattern's full match): what a
     # preset's `metric` may name

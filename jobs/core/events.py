@@ -35,7 +35,7 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
-from jobs.settings import redact
+from jobs.redaction import redact
 
 Event = dict[str, Any]
 

@@ -29,10 +29,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.core.batch_plan import BatchPlan
+from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
 from jobs.core.stack import MEMORY_KEYS, Stack
-from jobs.settings import is_secret_name
+from jobs.redaction import is_secret_name
 
 DETERMINISTIC = frozenset({"arch-unsupported", "bad-config"})
 IN_BENCH = "bench"  # a record's `failed_in` when its benchmark failed on a server that was up

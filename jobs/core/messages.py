@@ -13,8 +13,8 @@ from typing import Any
 
 import jinja2
 
-from jobs import settings
-from jobs.core import compare_levels, level_text
+from jobs import redaction, settings
+from jobs.core.levels import compare_levels, level_text
 from jobs.core.units import plural, unit_of
 
 MAX_BLOCKS = 50
@@ -56,21 +56,21 @@ def environment() -> jinja2.Environment:
 def render_text(name: str, **context: Any) -> str:
     """A plain-text template (`NAME.txt.j2`), redacted."""
     text = environment().get_template(f"{name}.txt.j2").render(**context)
-    return settings.redact(text, secrets=_secrets()).rstrip() + "\n"
+    return redaction.redact(text, secrets=_secrets()).rstrip() + "\n"
 
 
 def render_blocks(name: str, *, fallback: str, **context: Any) -> dict[str, Any]:
     """A Block Kit template (`NAME.slack.j2`) as a chat.postMessage payload within limits."""
     raw = environment().get_template(f"{name}.slack.j2").render(**context)
     secrets = _secrets()
-    blocks = json.loads(settings.redact(raw, secrets=secrets))
-    text = settings.redact(fallback, secrets=secrets)[:MAX_SECTION_CHARS]
+    blocks = json.loads(redaction.redact(raw, secrets=secrets))
+    text = redaction.redact(fallback, secrets=secrets)[:MAX_SECTION_CHARS]
     return {"text": text, "blocks": fit_blocks(blocks)}
 
 
 def _secrets() -> tuple[str, ...]:
     """The process's secrets, read at each render: a message never shows one, even one set late."""
-    return settings.secret_values(os.environ)
+    return redaction.secret_values(os.environ)
 
 
 def fit_blocks(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -109,7 +109,7 @@ def render_report(report: dict[str, Any], fmt: str) -> str:
     """The batch summary (a queued probe's: `is_probe_report`) in one of `FORMATS`."""
     if fmt == "json":
         text = json.dumps(report, indent=2, ensure_ascii=False)
-        return settings.redact(text, secrets=_secrets()) + "\n"
+        return redaction.redact(text, secrets=_secrets()) + "\n"
     if fmt == "slack":
         return json.dumps(summary_payload(report), indent=2, ensure_ascii=False) + "\n"
     if is_probe_report(report):
@@ -136,7 +136,7 @@ def is_probe_report(report: dict[str, Any]) -> bool:
 
 
 def _probe_context(report: dict[str, Any]) -> dict[str, Any]:
-    from jobs.evidence.probe_format import asked_text, to_text
+    from jobs.core.probe_text import asked_text, to_text
 
     probe = report.get("probe")
     return {"report": report, "asked": asked_text(report.get("request") or {}),

@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from jobs.core.events import Event
-from jobs.core.level_text import at_lowest, compact_row
-from jobs.core.loads import load_label
+from jobs.core.levels import at_lowest, compact_row
+from jobs.core.plans import load_label
 from jobs.core.units import plural, with_unit
 
 NOT_A_SAMPLE = "(not a sample)"

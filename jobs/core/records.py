@@ -15,7 +15,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.core.errors import RecordError
+from jobs.errors import RecordError
 
 STATUSES = ("ok", "failed", "timeout", "cancelled", "skipped")
 ROLES = ("baseline", "approach")

@@ -38,3 +38,12 @@ def with_unit(text: str, metric: str) -> str:
     """`text` followed by the metric's unit, when it has one: '879 tok/s', '12.5 ms'."""
     unit = unit_of(metric)
     return f"{text} {unit}" if unit else text
+
+
+def human_size(size: int) -> str:
+    """`4 KiB`, `56 KiB`, `1.5 MiB`, `300 B`."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.0f} {unit}" if size % scale == 0 else f"{value:.1f} {unit}"
+    return f"{size} B"

@@ -10,16 +10,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
-from jobs.core.plans import BatchPlan, RunConfig
-from jobs.core.records import RunRecord
-from jobs.core.secret_refs import (
+from jobs.core.plans import (
+    BatchPlan,
+    RunConfig,
     literal_arg_values,
     masked_args,
     reference_values,
     resolve_args,
     resolve_env,
 )
-from jobs.settings import redact, redact_env, secret_values
+from jobs.core.records import RunRecord
+from jobs.redaction import redact, redact_env, secret_values
 
 # Called with a phase name and details: ("launching", {}), ("ready", {}), ("warmup", {"of": 3})
 # when the plan has one, ("repetition", {"rep": 2, "of": 3}), ("stopping", {}); and after each
@@ -162,7 +163,7 @@ def server_env(config: RunConfig, **extra: str) -> ServerEnv:
 
 def mask_record(record: RunRecord, *, secrets: Iterable[str]) -> RunRecord:
     """`record` with env values whose names look secret read *** (SPEC.md), and each of
-    `secrets` (settings.secret_values) replaced by *** wherever it appears: log tail, command
+    `secrets` (redaction.secret_values) replaced by *** wherever it appears: log tail, command
     line, server args, extras."""
     shown = tuple(secrets)
     change = {k: (redact_env(v) if k == "env" and isinstance(v, dict) else

@@ -23,9 +23,9 @@ from typing import Any
 
 import yaml
 
-from jobs.core.errors import PresetError
 from jobs.engines.flags import to_flag
 from jobs.engines.shipped import locate
+from jobs.errors import PresetError
 
 KINDS = ("int", "positive_int", "float", "human_readable_int", "json", "str", "opaque", "switch")
 _WANTS = {

@@ -2,7 +2,7 @@
 one server, every level of the plan in turn, lowest first, and a checkpoint of the levels done.
 
 The server starts once; at each level the benchmark runs with the level's knob set
-(`jobs.core.loads.bench_at`): a "level" phase, the warm-up (with the plan's `warmup`), then the
+(`jobs.core.plans.bench_at`): a "level" phase, the warm-up (with the plan's `warmup`), then the
 repetitions, each phase tagged with the level's `load`. A level is a `Level`: its samples, its
 warm-up, its repetitions. The record's top-level metrics, warm-up and repetitions are the lowest
 level's; with loads it adds `by_load`, every level in order: those the run never reached are
@@ -34,9 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from jobs.core.loads import Load, bench_at, load_label
 from jobs.core.memory import bench_failure, bench_settings
-from jobs.core.plans import RunConfig
+from jobs.core.plans import Load, RunConfig, bench_at, load_label
 from jobs.engines.base import RunContext
 from jobs.engines.server_metrics import summarize
 

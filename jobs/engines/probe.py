@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from jobs.core.errors import EngineError
+from jobs.errors import EngineError
 from jobs.settings import data_dir
 
 FORMAT = 2  # of the cache files

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Protocol
 
-from jobs import settings
+from jobs import redaction
 from jobs.engines import orphans
 from jobs.engines.orphans import kill_orphans as kill_orphans
 from jobs.engines.orphans import set_registry as set_registry
@@ -98,9 +98,9 @@ class ProcessGroup:
         self.argv = list(argv)
         self.log_path = log_path
         # Masked at the source: the log file, the tail and the callback never see a secret
-        # of the child's environment (SPEC.md: by name, see settings.secret_values) nor any
+        # of the child's environment (SPEC.md: by name, see redaction.secret_values) nor any
         # of `secrets` (what its `${NAME}` references resolved to: base.server_env).
-        self._secrets = tuple({*settings.secret_values(env), *secrets})
+        self._secrets = tuple({*redaction.secret_values(env), *secrets})
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         # The first error writing the log (a full disk: ENOSPC): the output is still read,
         # kept in the tail and passed on, but the log file lacks it from there on.
@@ -147,7 +147,7 @@ class ProcessGroup:
     def _register(self) -> Path | None:
         with _live_lock:
             _live.add(self)
-        argv = [settings.redact(arg, secrets=self._secrets) for arg in self.argv]
+        argv = [redaction.redact(arg, secrets=self._secrets) for arg in self.argv]
         return orphans.register(pgid=self.pgid, argv=argv, log_path=self.log_path)
 
     def _pump(self) -> None:
@@ -156,7 +156,7 @@ class ProcessGroup:
         for raw in self.proc.stdout:
             line = raw.rstrip("\n")
             if self._secrets:
-                line = settings.redact(line, secrets=self._secrets)
+                line = redaction.redact(line, secrets=self._secrets)
             self.tail.append(line)
             if self.write_error is None:
                 try:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from jobs import settings
-from jobs.core.errors import PresetError
+from jobs.errors import PresetError
 
 
 def locate(name: str, path: Path | None, *, what: str) -> tuple[Path, int, int]:

@@ -32,11 +32,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from jobs import settings
-from jobs.core.errors import InfraError
-from jobs.core.secret_refs import reference_values, resolve_env
+from jobs import redaction
+from jobs.core.plans import reference_values, resolve_env
+from jobs.core.units import human_size
 from jobs.engines import orphans
-from jobs.evidence.probe_input import ProbeRequest, human_size, to_request
+from jobs.errors import InfraError
+from jobs.evidence.probe_input import ProbeRequest, to_request
 
 WORKER = Path(__file__).with_name("rank_worker.py")
 TORCH_GRACE_S = 30.0  # torch's own timeout in the ranks runs this much past the probe's
@@ -115,7 +116,7 @@ class _Ranks:
         resolved = resolve_env(dict(request.env), environ=os.environ)
         if not resolved.is_complete:  # for_this_host checked it: the environment changed
             raise ProbeError(resolved.unset[0])
-        self.secrets = (*settings.secret_values(os.environ, resolved.env),
+        self.secrets = (*redaction.secret_values(os.environ, resolved.env),
                         *reference_values([dict(request.env)], environ=os.environ))
         base = {**os.environ, "OMP_NUM_THREADS": "1", **resolved.env,
                 "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
@@ -255,7 +256,7 @@ def _last_line(handle: IO[bytes], *, secrets: Sequence[str], limit: int = 300) -
     """The rank's reason, each of `secrets` masked: its last exception line (torch's CUDA errors
     trail advice lines after it), else its last line."""
     handle.seek(0)
-    text = settings.redact(handle.read().decode("utf-8", "replace"), secrets=secrets)
+    text = redaction.redact(handle.read().decode("utf-8", "replace"), secrets=secrets)
     lines = [ln.strip() for ln in text.splitlines()]
     lines = [ln for ln in lines if ln]
     last = next((ln for ln in reversed(lines) if _RAISED.match(ln)), lines[-1] if lines else "")

@@ -23,9 +23,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.core.errors import InfraError, UserError
-from jobs.core.protected_knobs import is_protected_knob
-from jobs.core.secret_refs import is_literal_secret, resolve_env
+from jobs.core.plans import is_literal_secret, is_protected_knob, resolve_env
+from jobs.errors import InfraError, UserError
 
 DEFAULT_WORLD = 2
 DEFAULT_SIZES = tuple(4096 * 4**i for i in range(6))  # 4 KiB to 4 MiB by x4
@@ -214,12 +213,3 @@ def gpu_count() -> int:
     import torch
 
     return int(torch.cuda.device_count()) if torch.cuda.is_available() else 0
-
-
-def human_size(size: int) -> str:
-    """`4 KiB`, `56 KiB`, `1.5 MiB`, `300 B`."""
-    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if size >= scale:
-            value = size / scale
-            return f"{value:.0f} {unit}" if size % scale == 0 else f"{value:.1f} {unit}"
-    return f"{size} B"

@@ -3,7 +3,7 @@
 `configure_logging()` picks the format from `SPECBENCH_LOG_FORMAT` (`json` or `text`; text when
 unset) and installs one stderr handler on the root logger; other libraries' loggers are kept at
 WARNING, and a message longer than MAX_MESSAGE_CHARS is cut. Whatever the format, every line goes
-through `jobs.settings.redact` with the secrets of the environment at that call (SPEC.md: env
+through `jobs.redaction.redact` with the secrets of the environment at that call (SPEC.md: env
 values whose name contains TOKEN, KEY, SECRET or PASSWORD read `***`) and loses the password of
 any URL it quotes, tracebacks included.
 `log_start(role)` logs the version a process runs, once, at its start.
@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import IO, Any
 
-from jobs import __version__, settings
+from jobs import __version__, redaction, settings
 
 FORMAT_VARIABLE = "SPECBENCH_LOG_FORMAT"
 _PLAIN = "%(asctime)s %(levelname)s %(name)s: %(message)s"
@@ -40,13 +40,13 @@ _STANDARD_ATTRS = frozenset(
 
 
 def scrub(text: str, *, secrets: Sequence[str]) -> str:
-    """`text` as it may be logged: `secrets` (`settings.secret_values`) and URL passwords read
+    """`text` as it may be logged: `secrets` (`redaction.secret_values`) and URL passwords read
     ***."""
-    return settings.redact_urls(settings.redact(text, secrets=secrets))
+    return redaction.redact_urls(redaction.redact(text, secrets=secrets))
 
 
 def _scrub_value(value: Any, secrets: Sequence[str], *, name: str = "") -> Any:
-    if name and settings.is_secret_name(name):
+    if name and redaction.is_secret_name(name):
         return "***"
     if isinstance(value, str):
         return scrub(value, secrets=secrets)
@@ -126,7 +126,7 @@ def configure_logging(
     `setup_logging` signal (connect it to keep Celery from installing its own).
     """
     use_json = is_json_requested() if json is None else json
-    secrets = settings.secret_values(os.environ)  # the process's own: read once, at start
+    secrets = redaction.secret_values(os.environ)  # the process's own: read once, at start
     formatter = JsonFormatter if use_json else PlainFormatter
     handler = _SpecbenchHandler(stream if stream is not None else sys.stderr)
     handler.setFormatter(formatter(secrets=secrets))

@@ -13,7 +13,7 @@ search steers away from a region that does not start instead of ignoring it.
 
 Under an SLO (SPEC.md "Load levels and service-level objectives") each trial carries one
 constraint, Optuna's own (feasible when <= 0): the point's excess over the SLO
-(jobs.core.slo_check.slo_excess, the largest `median / limit - 1` over every level and key), kept
+(jobs.core.levels.slo_excess, the largest `median / limit - 1` over every level and key), kept
 as the trial's user attribute `slo_excess` and read by the sampler's `constraints_func`. The
 sampler then models where the SLO holds and proposes where the value is high *and* the SLO is
 likely met; the value it is told is the point's own, never penalised. A point with an unmeasured
@@ -32,8 +32,7 @@ import zlib
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from jobs.core.grids import GridPoints
-from jobs.core.sweeps import SweepPlan
+from jobs.core.sweeps import GridPoints, SweepPlan
 
 STARTUP_POINTS = 3  # points the sampler places before its model guides it
 ASK_TRIES = 8  # proposals of already measured points tolerated before the nearest free one
@@ -57,7 +56,7 @@ def next_point(
 ) -> str | None:
     """The next point's approach name, or None when the sweep is done.
 
-    `measured`: point name -> its value (jobs.core.sweep_values), None when it has none.
+    `measured`: point name -> its value (jobs.core.levels), None when it has none.
     `excess`, under an SLO: point name -> its excess over the SLO (<= 0: met at every level;
     None: unmeasured), the adaptive search's constraint.
     The baseline-equal point may be given the baseline's value: it is never proposed. Only the

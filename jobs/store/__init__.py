@@ -3,7 +3,7 @@
 The schema belongs to Alembic (`jobs/store/migrations`).
 """
 
-from jobs.core.batches import BatchRow
+from jobs.core.plans import BatchRow
 from jobs.store.database import UnknownBatch
 from jobs.store.posts import SlackPosts
 from jobs.store.runs import RERUN_STATUSES

@@ -30,8 +30,8 @@ from sqlalchemy.orm import Session
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.sql.elements import ColumnElement
 
-from jobs import settings
-from jobs.core.errors import SettingError
+from jobs import redaction, settings
+from jobs.errors import SettingError
 from jobs.extras import require
 from jobs.store.connections import Timeouts, create_server_engine
 from jobs.store.schema import Batch
@@ -182,7 +182,7 @@ def _setting_error(url: str, why: str) -> SettingError:
     """The error of a store URL, naming the setting it came from: SPECBENCH_DATABASE_URL, or
     the data dir the default SQLite file lives in."""
     if os.environ.get("SPECBENCH_DATABASE_URL"):
-        return SettingError(f"SPECBENCH_DATABASE_URL is {settings.redact_urls(url)!r}: {why}")
+        return SettingError(f"SPECBENCH_DATABASE_URL is {redaction.redact_urls(url)!r}: {why}")
     return SettingError(f"SPECBENCH_DATA_DIR: {why}")
 
 

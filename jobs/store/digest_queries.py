@@ -20,10 +20,9 @@ from typing import Any
 
 from sqlalchemy import and_, func, select
 
-from jobs.core.batches import BatchRow
-from jobs.core.digest import STEP_LOOKBACK
-from jobs.core.digest_memory import Judged, Memory
+from jobs.core.digest import STEP_LOOKBACK, Judged, Memory
 from jobs.core.memory import known_from
+from jobs.core.plans import BatchRow
 from jobs.core.records import RunRecord, to_record
 from jobs.store.database import Database, json_path
 from jobs.store.experiments import confirmation_key, is_experiment, is_not_probe

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from sqlalchemy import ColumnElement, or_, select
 
-from jobs.core.batch_plan import PROBE
+from jobs.core.plans import PROBE
 from jobs.store.database import Database
 from jobs.store.schema import Batch, BatchRow, to_batch_row
 
@@ -31,7 +31,7 @@ def is_experiment() -> ColumnElement[bool]:
 
 def is_not_probe() -> ColumnElement[bool]:
     """True for a batch that ran configurations, not a queued collectives probe (whose row
-    names `probe` as its engine: `jobs.core.batch_plan.PROBE`)."""
+    names `probe` as its engine: `jobs.core.plans.PROBE`)."""
     return Batch.engine != PROBE
 
 

@@ -13,10 +13,9 @@ import json
 
 from sqlalchemy import and_, or_, select
 
-from jobs.core.batches import BatchRow
 from jobs.core.memory import config_key, stack_key
 from jobs.core.noise import Point
-from jobs.core.plans import to_plan
+from jobs.core.plans import BatchRow, to_plan
 from jobs.core.records import RunRecord, to_record
 from jobs.core.verdicts import median
 from jobs.store.database import Database

@@ -10,11 +10,11 @@ from typing import Any, cast
 from sqlalchemy import Table, bindparam, or_, select, update
 from sqlalchemy.dialects import sqlite
 
-from jobs.core.digest_memory import hardware, judged_results
-from jobs.core.grids import GridPoints
+from jobs.core.digest import hardware, judged_results
 from jobs.core.memory import PastRun, config_key, failed_in_bench, stack_key
 from jobs.core.memory import bench_key as bench_key_of
 from jobs.core.records import RunRecord, to_record
+from jobs.core.sweeps import GridPoints
 from jobs.core.verdicts import median
 from jobs.store.database import Database, json_path
 from jobs.store.schema import Batch, Run

@@ -1,7 +1,7 @@
 """The store's schema: the tables Alembic migrates (`jobs/store/migrations`) and row snapshots.
 
 `Batch` and `Run` are SQLAlchemy 2 models; `to_batch_row` fills the frozen snapshot the store
-hands out (jobs.core.batches.BatchRow, plain data of the core), so that no ORM object (and no
+hands out (jobs.core.plans.BatchRow, plain data of the core), so that no ORM object (and no
 session) leaks past `jobs.store`; its plan is a `BatchPlan`.
 """
 
@@ -26,8 +26,7 @@ from sqlalchemy import (
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from jobs.core.batches import BatchRow
-from jobs.core.plans import to_plan
+from jobs.core.plans import BatchRow, to_plan
 
 # BatchRow is the core's; named here too, where the store's modules have always found it.
 __all__ = ["Base", "Batch", "BatchRow", "Run", "SlackPart", "UTCDateTime", "to_batch_row"]

@@ -14,8 +14,7 @@ from typing import Any
 from sqlalchemy import and_, delete, func, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
-from jobs.core.batches import BatchRow
-from jobs.core.plans import BatchPlan
+from jobs.core.plans import BatchPlan, BatchRow
 from jobs.store.comparisons import Comparisons
 from jobs.store.database import NO_SYNC, UnknownBatch, now, rowcount
 from jobs.store.digest_queries import DigestQueries

@@ -12,10 +12,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from jobs.core.advice import analyze, load_remedies
 from jobs.core.messages import render_report
 from jobs.core.records import RunRecord
-from jobs.core.remedies import load_remedies
-from jobs.core.report import analyze
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
 

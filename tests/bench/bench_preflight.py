@@ -62,8 +62,7 @@ def fake_sglang(root: Path) -> Path:
 
 
 def _preflight_costs(root: Path) -> dict[str, float]:
-    from jobs.core.plans import resolve
-    from jobs.core.presets import load_preset
+    from jobs.core.plans import load_preset, resolve
     from jobs.engines.sglang import probe as sglang_probe
     from jobs.engines.sglang.engine import SGLangEngine
 

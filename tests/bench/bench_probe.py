@@ -15,8 +15,7 @@ import time
 from pathlib import Path
 
 from jobs.batches.evidence_step import Evidence, ahead
-from jobs.core.plans import resolve
-from jobs.core.presets import load_preset
+from jobs.core.plans import load_preset, resolve
 from jobs.evidence.collectives import measure
 
 SPECBENCH = Path(sys.executable).with_name("specbench")

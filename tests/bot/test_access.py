@@ -16,7 +16,7 @@ from bot.chat.router import Access, Caller, Router
 from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.commands import CHAT_COMMANDS, help
 from jobs.commands.run import MAX_REPS, check_reps
-from jobs.core.errors import UserError
+from jobs.errors import UserError
 from jobs.store import TERMINAL_STATES, Store
 from tests.bot.conftest import FakeEngine, start_bot
 from tests.conftest import REPO

@@ -13,7 +13,7 @@ import pytest
 
 from bot.chat.router import Access, Caller, Router
 from jobs.batches.dispatch import EmbeddedDispatcher
-from jobs.core.presets import NAMES_ONLY
+from jobs.core.plans import NAMES_ONLY
 from jobs.store import Store
 from tests.bot.conftest import DEMO, FakeEngine, start_bot
 from tests.conftest import REPO

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from jobs.core.advice import analyze, load_remedies
 from jobs.core.records import RunRecord
-from jobs.core.remedies import load_remedies
-from jobs.core.report import analyze
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
 from jobs.store import Store

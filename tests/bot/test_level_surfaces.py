@@ -2,7 +2,7 @@
 result's verdict per level, `mixed` with its crossover, the baseline's levels and SLO, the key
 achievement's load and the SLO in the header; `compare` lists each level's verdict change; the
 digest counts a mixed result as what it is; the progress line and the thread's progress message
-name the level running. Reports are `analyze`'s (jobs.core.report) or made by hand in its shape
+name the level running. Reports are `analyze`'s (jobs.core.advice) or made by hand in its shape
 (DESIGN23 "Report shape")."""
 
 from __future__ import annotations
@@ -21,14 +21,12 @@ from bot.cli.progress import ProgressBar
 from bot.thread.progress_message import ProgressMessage
 from jobs.batches.run_events import phase_emitter
 from jobs.commands.history import _summary_line
-from jobs.core.compare import Side, compare_batches
-from jobs.core.digest import build_digest
+from jobs.core.advice import analyze, load_remedies
+from jobs.core.digest import Side, build_digest, compare_batches
 from jobs.core.events import CallbackSink, Event, make_event
 from jobs.core.messages import render_blocks, render_report, render_text, summary_payload
 from jobs.core.progress import outcome_text, phase_text
 from jobs.core.records import RunRecord
-from jobs.core.remedies import load_remedies
-from jobs.core.report import analyze
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
 from jobs.engines.sglang.engine import SGLangEngine

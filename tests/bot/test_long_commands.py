@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from bot.chat.router import MAX_LINE_CHARS
-from jobs.core.presets import MAX_NAME_CHARS
+from jobs.core.plans import MAX_NAME_CHARS
 from jobs.store import Store
 from tests.bot.conftest import sign
 from tests.bot.test_http_hardening import REPO, BotProcess

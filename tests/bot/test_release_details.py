@@ -213,7 +213,7 @@ def test_each_record_names_its_sampling_and_compare_names_a_difference(
 
 
 def test_the_shipped_eagle3_presets_pin_their_sampling_alike(site: Path, tmp_path: Path) -> None:
-    from jobs.core.presets import load_preset
+    from jobs.core.plans import load_preset
     from jobs.engines.sglang import bench_client as sglang_client
     from jobs.engines.vllm import bench_client as vllm_client
 

@@ -10,7 +10,7 @@ import pytest
 
 from bot.chat.router import Access, Caller, Router, parse_options, split_line
 from jobs.batches.dispatch import EmbeddedDispatcher
-from jobs.core.errors import UserError
+from jobs.errors import UserError
 from jobs.store import TERMINAL_STATES, Store
 from tests.bot.conftest import PLANTED, FakeEngine
 

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from bot.cli import commands
-from jobs.core.errors import InfraError, UserError
 from jobs.core.events import Event
+from jobs.errors import InfraError, UserError
 
 
 class Silent:
@@ -59,7 +59,7 @@ def wait(monkeypatch: pytest.MonkeyPatch, store: StoreSays) -> tuple[int, str, s
                                  cancel=lambda batch_id: None)
     ctx = SimpleNamespace(dispatcher=dispatcher)
     args = argparse.Namespace(timeout=30.0, format="text")
-    from bot.cli import interrupts
+    from bot import interrupts
 
     with interrupts.Trap() as trap:
         code = commands._run_and_wait(ctx, SimpleNamespace(queue="default"), args, trap=trap)

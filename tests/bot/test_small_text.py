@@ -16,8 +16,7 @@ from pathlib import Path
 import pytest
 
 from jobs.core.messages import render_text
-from jobs.core.plans import resolve
-from jobs.core.presets import load_preset
+from jobs.core.plans import load_preset, resolve
 from jobs.store import Store
 from tests.bot.test_cli import specbench
 from tests.conftest import REPO, make_record

@@ -175,8 +175,7 @@ def test_status_shows_a_running_confirmation_on_its_sweep_line(tmp_path: Path) -
     from jobs.batches.sweeping import confirmation_plan
     from jobs.commands.context import Caller, Context
     from jobs.commands.status import status
-    from jobs.core.plans import resolve
-    from jobs.core.presets import parse_preset
+    from jobs.core.plans import parse_preset, resolve
     from jobs.store import Store
     from jobs.store.experiments import confirmation_key
 
@@ -204,8 +203,7 @@ def test_show_of_a_sweep_whose_confirmation_runs_says_so(tmp_path: Path) -> None
     from jobs.batches.sweeping import confirmation_plan
     from jobs.commands.context import Caller, Context
     from jobs.commands.show import show
-    from jobs.core.plans import resolve
-    from jobs.core.presets import parse_preset
+    from jobs.core.plans import parse_preset, resolve
     from jobs.store import Store
     from jobs.store.experiments import confirmation_key
     from tests.conftest import make_record

@@ -14,9 +14,8 @@ from bot.thread.thread_hub import ThreadHub
 from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.batches.planning import plan_batch
 from jobs.charts.summary import to_chart_png
+from jobs.core.advice import analyze, load_remedies
 from jobs.core.events import make_event
-from jobs.core.remedies import load_remedies
-from jobs.core.report import analyze
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
 from jobs.store import Store

@@ -8,14 +8,12 @@ from typing import Any
 
 import pytest
 
-from jobs.core.diagnosis import engine_of, parallelism
-from jobs.core.errors import PresetError
+from jobs.core.advice import Remedies, analyze, engine_of, load_remedies, parallelism
 from jobs.core.records import RunRecord
-from jobs.core.remedies import Remedies, load_remedies
-from jobs.core.report import analyze
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
 from jobs.engines.sglang.flag_table import load_table
+from jobs.errors import PresetError
 from tests.conftest import make_record
 
 CPU = {"gpu": "none (CPU: Test CPU)", "gpu_count": 0, "compute_capability": None,

@@ -10,9 +10,8 @@ import math
 
 import pytest
 
-from jobs.core.bench_checks import BOUNDS, bench_problems, metric_problems
 from jobs.core.engine_info import all_info, describe
-from jobs.core.loads import load_problems
+from jobs.core.plans import BOUNDS, bench_problems, load_problems, metric_problems
 from jobs.engines import type_table
 from jobs.engines.local import child
 from jobs.engines.local.serving import Pass

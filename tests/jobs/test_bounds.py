@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.core.presets import parse_preset
+from jobs.core.plans import parse_preset
 from jobs.core.sweeps import sweep_problems
 from tests.standin.harness import Standin, make_standin
 

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 
 from jobs.commands.analyze import AnalyzeArgs, analyze, non_finite
-from jobs.core.errors import RecordError
 from jobs.core.records import decode_lines, parse_lines
+from jobs.errors import RecordError
 from tests.conftest import REPO, SEED, make_record, need_shared
 
 

@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 
-from jobs.core.plans import resolve
-from jobs.core.presets import load_preset
+from jobs.core.plans import load_preset, resolve
 from jobs.core.records import RunRecord
 from tests.jobs.test_batch_chart import batch
 from tests.jobs.test_digest import NOW, week
@@ -26,7 +25,7 @@ from matplotlib.colors import to_rgba  # noqa: E402
 import jobs.charts.sweep as sweep_charts  # noqa: E402
 from jobs.charts.summary import summary_figure  # noqa: E402
 from jobs.charts.trend import trend_figure  # noqa: E402
-from jobs.core.trends import experiment_best  # noqa: E402
+from jobs.core.digest import experiment_best  # noqa: E402
 
 TOLERANCE_PX = 1.0
 

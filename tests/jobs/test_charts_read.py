@@ -26,11 +26,16 @@ from bot.cli.main import main  # noqa: E402
 from bot.thread.summary_message import summary_uploads  # noqa: E402
 from jobs.charts.loads import pareto_figure  # noqa: E402
 from jobs.charts.summary import summary_figure  # noqa: E402
-from jobs.core.plans import BatchPlan, resolve  # noqa: E402
-from jobs.core.presets import load_preset  # noqa: E402
+from jobs.core.advice import (
+    analyze,  # noqa: E402
+    load_remedies,  # noqa: E402
+)
+from jobs.core.plans import (  # noqa: E402
+    BatchPlan,
+    load_preset,  # noqa: E402
+    resolve,
+)
 from jobs.core.records import RunRecord  # noqa: E402
-from jobs.core.remedies import load_remedies  # noqa: E402
-from jobs.core.report import analyze  # noqa: E402
 from jobs.core.rules import load_rules  # noqa: E402
 from jobs.core.verdicts import Metric  # noqa: E402
 from jobs.store import Store  # noqa: E402

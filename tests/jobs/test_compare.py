@@ -1,4 +1,4 @@
-"""`compare`: the pure comparison (jobs.core.compare) and the command over a real store, on
+"""`compare`: the pure comparison (jobs.core.digest) and the command over a real store, on
 SQLite and on PostgreSQL; the seed session against a recorded batch after a driver upgrade."""
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from bot import views
 from jobs.commands.analyze import AnalyzeArgs, analyze
 from jobs.commands.compare import CompareArgs, compare
 from jobs.commands.context import Caller, Context
-from jobs.core.compare import Side, compare_batches
-from jobs.core.errors import UserError
+from jobs.core.digest import Side, compare_batches
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord, parse_lines
+from jobs.errors import UserError
 from jobs.store import Store
 from jobs.store.comparisons import latest_reported
 from tests.conftest import FINGERPRINT, SEED, make_plan, need_shared

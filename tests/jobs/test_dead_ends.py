@@ -12,8 +12,7 @@ import pytest
 from jobs.batches.execution import execute_batch
 from jobs.core.events import NullSink
 from jobs.core.memory import config_key, stack_key
-from jobs.core.plans import BatchPlan, RunConfig, resolve
-from jobs.core.presets import parse_preset
+from jobs.core.plans import BatchPlan, RunConfig, parse_preset, resolve
 from jobs.core.records import RunRecord
 from jobs.engines.base import RunContext, now_iso, to_run_record
 from jobs.store import Store

@@ -13,13 +13,11 @@ import pytest
 from bot.cli.main import main
 from jobs.commands.context import Caller, Context
 from jobs.commands.digest import digest as digest_command
-from jobs.core.digest import build_digest
-from jobs.core.digest_memory import hardware
+from jobs.core.digest import build_digest, experiment_best, hardware
 from jobs.core.messages import render_blocks, render_text
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.sweeps import SweepPlan
-from jobs.core.trends import experiment_best
 from jobs.store import BatchRow, Store
 from tests.conftest import make_plan, make_record
 

@@ -8,8 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobs.batches.evidence_step import AHEAD_POINTS, Evidence, ahead
-from jobs.core.plans import resolve
-from jobs.core.presets import load_preset
+from jobs.core.plans import load_preset, resolve
 
 
 class Probes:

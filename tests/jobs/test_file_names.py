@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from jobs.core.file_names import MAX_STEM_BYTES, file_stem
-from jobs.core.grids import point_name
+from jobs.core.sweeps import point_name
 
 REPO = Path(__file__).resolve().parents[2]
 KNOBS = [f"MY_VERY_LONG_ENVIRONMENT_KNOB_NAME_NUMBER_{i}" for i in range(8)]

@@ -17,11 +17,10 @@ import pytest
 from bot.cli.progress import ProgressBar
 from bot.thread.progress_message import ProgressMessage
 from jobs.batches.execution import execute_batch
-from jobs.core.digest_memory import memory_of, reopened_dead_ends
+from jobs.core.digest import memory_of, reopened_dead_ends
 from jobs.core.events import CallbackSink, Event, NullSink
 from jobs.core.memory import reached_a_level
-from jobs.core.plans import BatchPlan, RunConfig, resolve
-from jobs.core.presets import parse_preset
+from jobs.core.plans import BatchPlan, RunConfig, parse_preset, resolve
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
 from jobs.engines.base import RunContext, now_iso, to_run_record

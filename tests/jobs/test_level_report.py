@@ -14,11 +14,10 @@ from typing import Any
 
 from jobs.batches.execution import build_report, metric_of
 from jobs.batches.run_events import emit_finished
+from jobs.core.advice import analyze, load_remedies
 from jobs.core.events import Event
 from jobs.core.levels import judge
 from jobs.core.records import RunRecord, parse_lines
-from jobs.core.remedies import load_remedies
-from jobs.core.report import analyze
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric, Verdict
 from tests.conftest import REPO, SEED, make_plan, make_record, need_shared

@@ -24,9 +24,11 @@ from jobs.charts.loads import (  # noqa: E402
     pareto_figure,
 )
 from jobs.charts.summary import COLOURS, chart_rows  # noqa: E402
+from jobs.core.advice import (
+    analyze,  # noqa: E402
+    load_remedies,  # noqa: E402
+)
 from jobs.core.records import RunRecord  # noqa: E402
-from jobs.core.remedies import load_remedies  # noqa: E402
-from jobs.core.report import analyze  # noqa: E402
 from jobs.core.rules import load_rules  # noqa: E402
 from jobs.store import Store  # noqa: E402
 from tests.bot.test_cli import specbench  # noqa: E402

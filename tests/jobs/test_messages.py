@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from jobs.core.advice import analyze, load_remedies
 from jobs.core.messages import (
     MAX_BLOCKS,
     MAX_HEADER_CHARS,
@@ -21,10 +22,8 @@ from jobs.core.messages import (
     slack_escape,
     summary_payload,
 )
-from jobs.core.presets import load_all
+from jobs.core.plans import load_all
 from jobs.core.records import RunRecord
-from jobs.core.remedies import load_remedies
-from jobs.core.report import analyze
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
 from tests.conftest import make_record

@@ -6,8 +6,7 @@ import json
 from pathlib import Path
 
 from jobs.core.engine_info import describe
-from jobs.core.plans import resolve
-from jobs.core.presets import load_preset
+from jobs.core.plans import load_preset, resolve
 from jobs.evidence.model_shape import read_shape
 from jobs.evidence.plan_evidence import groups, need_of, record_evidence
 

@@ -6,9 +6,16 @@ import json
 
 import pytest
 
-from jobs.core.errors import KnobError, UserError
-from jobs.core.plans import confounds, parse_sets, resolve, to_plan
-from jobs.core.presets import Preset, load_preset, parse_preset
+from jobs.core.plans import (
+    Preset,
+    confounds,
+    load_preset,
+    parse_preset,
+    parse_sets,
+    resolve,
+    to_plan,
+)
+from jobs.errors import KnobError, UserError
 
 PRESET = """\
 name: p

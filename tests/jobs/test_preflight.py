@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from jobs.core.errors import EngineError
 from jobs.core.rules import load_rules
 from jobs.engines import preflight
 from jobs.engines import probe as engine_probe
 from jobs.engines.sglang import probe as sglang_probe
 from jobs.engines.sglang.engine import SGLangEngine
 from jobs.engines.sglang.flag_table import load_table
+from jobs.errors import EngineError
 from tests.standin.harness import STANDIN, Standin, make_standin
 
 HELP_0_5_23 = Path(__file__).resolve().parent / "fixtures" / "sglang-0.5.23-help.txt"

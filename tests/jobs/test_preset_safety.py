@@ -12,9 +12,7 @@ import pytest
 from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.commands import run
 from jobs.commands.context import Caller, Context
-from jobs.core.errors import KnobError, PresetError
-from jobs.core.plans import resolve
-from jobs.core.presets import (
+from jobs.core.plans import (
     NAMES_ONLY,
     Preset,
     find_named_preset,
@@ -24,7 +22,9 @@ from jobs.core.presets import (
     load_all,
     load_preset,
     parse_preset,
+    resolve,
 )
+from jobs.errors import KnobError, PresetError
 from jobs.store import TERMINAL_STATES, Store
 from tests.bot.conftest import DEMO, FakeEngine
 

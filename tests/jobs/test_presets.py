@@ -8,12 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from jobs.core.errors import PresetError, UserError
-from jobs.core.plans import resolve, to_plan
-from jobs.core.presets import find_preset, load_all, load_preset, parse_preset, preset_names
+from jobs.core.plans import (
+    find_preset,
+    load_all,
+    load_preset,
+    parse_preset,
+    preset_names,
+    resolve,
+    to_plan,
+)
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric, judge
 from jobs.engines.sglang.engine import SGLangEngine
+from jobs.errors import PresetError, UserError
 from tests.conftest import SEED, need_shared
 from tests.standin.harness import Standin, make_standin
 

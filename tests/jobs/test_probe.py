@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from jobs.core.probe_text import to_text
+from jobs.core.units import human_size
 from jobs.evidence import probe_input
 from jobs.evidence.collectives import figures
-from jobs.evidence.probe_format import to_text
 from jobs.evidence.probe_input import (
     ProbeInputError,
-    human_size,
     parse_sizes,
     to_bytes,
     to_request,

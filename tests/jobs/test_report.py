@@ -6,12 +6,11 @@ from typing import Any
 
 import pytest
 
-from jobs.core.errors import RecordError
+from jobs.core.advice import EFFORTS, analyze, load_remedies, split_batch
 from jobs.core.records import RunRecord, parse_lines
-from jobs.core.remedies import EFFORTS, load_remedies
-from jobs.core.report import analyze, split_batch
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric, Verdict
+from jobs.errors import RecordError
 from tests.conftest import SEED_VERDICTS, make_record
 
 SPEC_KEYS = {
@@ -334,7 +333,7 @@ def test_verdicts_already_judged_are_taken_as_given(seed_records: list[RunRecord
         judged={first["approach"]: given},
     )
     assert report["results"][0]["verdict"] == "improved"
-    # the given why, then what the report adds of the batch as a whole (jobs.core.hypotheses)
+    # the given why, then what the report adds of the batch as a whole (jobs.core.verdicts)
     assert report["results"][0]["why"].startswith("judged by the worker; a real gain not "
                                                   "explained by its hypothesis")
     assert report["results"][1:] == fresh["results"][1:]

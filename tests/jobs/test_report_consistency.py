@@ -11,11 +11,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from jobs.core.advice import analyze, load_remedies
 from jobs.core.messages import render_report
-from jobs.core.remedies import load_remedies
-from jobs.core.report import analyze
 from jobs.core.rules import load_rules
-from jobs.core.sweep_parents import vs_parent
+from jobs.core.sweeps import vs_parent
 from jobs.core.verdicts import Metric
 from tests.conftest import REPO, SEED, SEED_VERDICTS, make_record, need_shared
 

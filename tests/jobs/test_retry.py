@@ -13,8 +13,8 @@ from bot import views
 from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.commands import retry, run
 from jobs.commands.context import Caller, Context
-from jobs.core.errors import UserError
 from jobs.core.plans import BatchPlan
+from jobs.errors import UserError
 from jobs.store import TERMINAL_STATES, BatchRow, Store
 from tests.bot.conftest import FakeEngine
 

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from jobs.core.errors import PresetError
 from jobs.core.rules import (
     CAUSES,
     PRECEDENCE,
@@ -21,6 +20,7 @@ from jobs.core.rules import (
     load_rules,
     parse_rules,
 )
+from jobs.errors import PresetError
 from tests.conftest import SEED, need_shared
 
 # SGLang's boilerplate after every capture failure

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 import yaml
 
-from jobs.core import rules as rules_module
-from jobs.core.errors import PresetError
 from jobs.core.rules import RuleSet, parse_rules
+from jobs.core.rules import _rules as rules_module
+from jobs.errors import PresetError
 
 SHIPPED = Path(__file__).resolve().parents[2] / "config" / "failure_rules.yaml"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from jobs import settings
-from jobs.core.errors import PresetError
 from jobs.core.rules import RULE_TAGS, cause_of, engine_rule_files, fallback_line, load_rules
+from jobs.errors import PresetError
 
 SHARED = """\
 ignore: ['^shared-boilerplate']

@@ -10,10 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from jobs.core.errors import KnobError, PresetError
-from jobs.core.plans import BatchPlan, only, resolve, to_plan
-from jobs.core.presets import parse_preset
+from jobs.core.plans import BatchPlan, only, parse_preset, resolve, to_plan
 from jobs.core.sweeps import point_name
+from jobs.errors import KnobError, PresetError
 from jobs.search import next_point, servers_used
 
 pytest.importorskip("optuna")

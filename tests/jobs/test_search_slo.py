@@ -28,12 +28,10 @@ import yaml
 from jobs.batches.execution import execute_batch
 from jobs.batches.sweeping import confirmation_plan, winner
 from jobs.core.events import CallbackSink, Event
+from jobs.core.levels import NO_FEASIBLE, Points, point_value, slo_breaches, slo_excess
 from jobs.core.messages import render_report
-from jobs.core.plans import BatchPlan, RunConfig, resolve
-from jobs.core.presets import parse_preset
+from jobs.core.plans import BatchPlan, RunConfig, parse_preset, resolve
 from jobs.core.records import RunRecord
-from jobs.core.slo_check import slo_breaches, slo_excess
-from jobs.core.sweep_values import NO_FEASIBLE, Points, point_value
 from jobs.engines.base import RunContext, now_iso, to_run_record
 from jobs.search import propose
 from jobs.search.propose import EXCESS_ATTR, study_of

@@ -10,28 +10,28 @@ from pathlib import Path
 
 import pytest
 
-from jobs.core.errors import KnobError, PresetError
+from jobs.core.advice import analyze, load_remedies
 from jobs.core.events import MaskedSink, make_event
-from jobs.core.plans import RunConfig, resolve
-from jobs.core.presets import parse_preset
-from jobs.core.remedies import load_remedies
-from jobs.core.report import analyze
-from jobs.core.rules import load_rules
-from jobs.core.secret_refs import (
+from jobs.core.plans import (
     ARG_UNSET_LINE,
     UNSET_LINE,
+    RunConfig,
     is_literal_secret,
     is_literal_secret_arg,
     is_secret_arg,
+    parse_preset,
     reference_name,
     reference_values,
+    resolve,
     resolve_args,
     resolve_env,
 )
+from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
 from jobs.engines.base import RunContext, server_env, worker_secrets
 from jobs.engines.local.engine import LocalEngine
-from jobs.settings import redact_env, secret_values
+from jobs.errors import KnobError, PresetError
+from jobs.redaction import redact_env, secret_values
 from tests.conftest import make_plan, make_record
 
 VALUE = "sk-unit-secretref-3f9a1c"

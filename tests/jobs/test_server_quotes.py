@@ -5,17 +5,17 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
+from jobs.core.advice import analyze, load_remedies
 from jobs.core.records import RunRecord
-from jobs.core.remedies import load_remedies
-from jobs.core.report import analyze
 from jobs.core.rules import load_rules
-from jobs.core.server_quotes import (
+from jobs.core.verdicts import (
+    Metric,
+    Verdict,
     accept_fell_sentence,
     is_memory_change,
     kv_full_sentence,
     server_sentences,
 )
-from jobs.core.verdicts import Metric, Verdict
 from tests.conftest import make_record
 
 REGRESSED = Verdict("regressed", None, 90.0, -10.0, "output_throughput fell 10%")

@@ -21,8 +21,7 @@ import pytest
 from jobs.batches.execution import execute_batch
 from jobs.core.events import CallbackSink, Event
 from jobs.core.messages import render_report
-from jobs.core.plans import BatchPlan, RunConfig, resolve
-from jobs.core.presets import parse_preset
+from jobs.core.plans import BatchPlan, RunConfig, parse_preset, resolve
 from jobs.core.records import RunRecord
 from jobs.core.units import with_unit
 from jobs.engines.base import RunContext, now_iso, to_run_record

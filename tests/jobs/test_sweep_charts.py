@@ -10,9 +10,8 @@ import pytest
 
 from bot.thread.summary_message import summary_uploads
 from jobs.charts.sweep import heat_cells, landscape_png, pareto_front, pareto_png
+from jobs.core.advice import analyze, load_remedies
 from jobs.core.records import RunRecord
-from jobs.core.remedies import load_remedies
-from jobs.core.report import analyze
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
 from tests.jobs.test_search import plan_of

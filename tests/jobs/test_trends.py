@@ -9,9 +9,9 @@ import datetime as dt
 from matplotlib.colors import to_hex
 
 from jobs.charts.trend import COLOURS, to_trend_png, trend_figure
+from jobs.core.digest import experiment_best
 from jobs.core.plans import BatchPlan
 from jobs.core.sweeps import SweepPlan
-from jobs.core.trends import experiment_best
 from tests.conftest import make_plan
 from tests.jobs.test_digest import NOW, confounded_history, rec, result, row, week
 

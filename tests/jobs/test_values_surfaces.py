@@ -16,8 +16,8 @@ import pytest
 from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.commands import retry, run
 from jobs.commands.context import Caller, Context
-from jobs.core.errors import KnobError, PresetError
 from jobs.core.plans import BatchPlan
+from jobs.errors import KnobError, PresetError
 from jobs.store import TERMINAL_STATES, Store
 from tests.bot.conftest import FakeEngine
 

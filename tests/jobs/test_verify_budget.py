@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from jobs.core.records import RunRecord, parse_lines
-from jobs.core.verify_budget import budget_sentence, slower_sentence, with_comm
+from jobs.core.verdicts import budget_sentence, slower_sentence, with_comm
 
 SEED = Path(__file__).resolve().parents[2] / "docs" / "examples" / "seed-session.jsonl"
 
@@ -54,8 +54,7 @@ def test_a_slower_all_reduce_than_its_parent_names_pcie_contention() -> None:
 
 
 def test_the_seed_report_with_evidence_explains_the_cycle_and_cuts_communication_first() -> None:
-    from jobs.core.remedies import load_remedies
-    from jobs.core.report import analyze
+    from jobs.core.advice import analyze, load_remedies
     from jobs.core.rules import load_rules
     from jobs.core.verdicts import Metric
 
@@ -83,8 +82,7 @@ def test_the_seed_report_with_evidence_explains_the_cycle_and_cuts_communication
 
 
 def test_without_evidence_the_seed_report_is_unchanged() -> None:
-    from jobs.core.remedies import load_remedies
-    from jobs.core.report import analyze
+    from jobs.core.advice import analyze, load_remedies
     from jobs.core.rules import load_rules
     from jobs.core.verdicts import Metric
 

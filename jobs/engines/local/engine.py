@@ -43,7 +43,7 @@ from jobs.engines.local.levels import (
     loads_reason,
 )
 from jobs.engines.procs import LineCallback, ProcessGroup
-from jobs.settings import redact
+from jobs.redaction import redact
 
 # Knobs that decide the model and the prompts: with all of them equal to the baseline's, greedy
 # output must equal the baseline's too.

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 from jobs.core.engine_info import describe
-from jobs.core.errors import EngineError, UserError
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
@@ -33,6 +32,7 @@ from jobs.engines.served import run_served
 from jobs.engines.sglang import bench_client
 from jobs.engines.sglang import probe as sglang_probe
 from jobs.engines.sglang.flag_table import load_table, to_release
+from jobs.errors import EngineError, UserError
 
 INFO = describe("sglang")
 READY_LINE = "The server is fired up and ready to roll!"

@@ -18,10 +18,10 @@ from typing import Any
 
 import yaml
 
-from jobs.core.errors import PresetError
 from jobs.core.plans import RunConfig
 from jobs.engines.flags import to_flag
 from jobs.engines.shipped import locate
+from jobs.errors import PresetError
 
 FILE = "engines/sglang/flags.yaml"
 _VERSION = re.compile(r"^\d+\.\d+\.\d+")

@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 from jobs.core.engine_info import describe
-from jobs.core.errors import EngineError, UserError
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
@@ -35,6 +34,7 @@ from jobs.engines.flags import to_flag
 from jobs.engines.served import run_served
 from jobs.engines.vllm import bench_client
 from jobs.engines.vllm import probe as vllm_probe
+from jobs.errors import EngineError, UserError
 
 INFO = describe("vllm")
 MODEL = "model"  # the preset's server arg that is vLLM's positional model tag

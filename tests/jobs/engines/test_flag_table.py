@@ -7,7 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from jobs.core.errors import PresetError
 from jobs.core.plans import RunConfig
 from jobs.engines.sglang.flag_table import (
     FlagTable,
@@ -16,6 +15,7 @@ from jobs.engines.sglang.flag_table import (
     to_release,
     version_tuple,
 )
+from jobs.errors import PresetError
 
 ROOT = Path(__file__).resolve().parents[3]
 FLAGS = ROOT / "tests" / "standin" / "sglang" / "flags"

@@ -13,7 +13,6 @@ import pytest
 
 from jobs.batches.planning import plan_batch
 from jobs.batches.values import check_values
-from jobs.core.errors import KnobError, PresetError, UserError
 from jobs.core.plans import parse_sets
 from jobs.engines import type_table as table_for
 from jobs.engines.flag_types import FlagType, parse_types
@@ -21,6 +20,7 @@ from jobs.engines.local import child as local_child
 from jobs.engines.local.types import local_table
 from jobs.engines.sglang.flag_table import version_tuple
 from jobs.engines.sglang.types import sglang_table
+from jobs.errors import KnobError, PresetError, UserError
 
 ROOT = Path(__file__).resolve().parents[3]
 FLAGS = ROOT / "tests" / "standin" / "sglang" / "flags"
@@ -197,7 +197,7 @@ def test_the_local_types_are_the_childs_own_declaration() -> None:
 
 @pytest.mark.parametrize("preset", ["cpu-demo", "eagle3"])
 def test_every_overridable_knob_of_the_shipped_presets_is_typed(preset: str) -> None:
-    from jobs.core.presets import load_preset
+    from jobs.core.plans import load_preset
 
     loaded = load_preset(preset)
     table = table_for(loaded.engine)

@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from jobs.core.plans import BatchPlan, resolve
-from jobs.core.presets import load_preset
+from jobs.core.plans import BatchPlan, load_preset, resolve
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
 from jobs.engines.levels_run import Levels, checkpoint_path

@@ -15,8 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.core.plans import resolve
-from jobs.core.presets import load_preset
+from jobs.core.plans import load_preset, resolve
 from jobs.engines.base import RunContext
 from jobs.engines.local.engine import LocalEngine
 from jobs.engines.sglang.engine import SGLangEngine

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from jobs.core.errors import UserError
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric, judge
 from jobs.engines import get_engine, type_table
 from jobs.engines.sglang import probe as sglang_probe
 from jobs.engines.vllm.engine import VLLMEngine, counters_of, to_cli_args
+from jobs.errors import UserError
 from tests.standin.harness import Standin, make_standin
 
 BENCH = {"dataset-name": "random", "random-input-len": 8, "random-output-len": 4,

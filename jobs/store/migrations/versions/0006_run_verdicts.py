@@ -5,7 +5,7 @@ digest counts it as judged (improved, unchanged or regressed, not a sweep's poin
 the report, so that the digest's history is a scan of narrow columns, never of the reports;
 existing reports are backfilled. The `hardware` column said "0x none" (or "0x none (CPU: ...)")
 for a host without a GPU; it is rewritten from each record's fingerprint as
-`jobs.core.digest_memory.hardware` names it now ("CPU (model)").
+`jobs.core.digest.hardware` names it now ("CPU (model)").
 
 Revision ID: 0006
 Revises: 0005
@@ -28,7 +28,7 @@ OLD = "0x none%"
 
 
 def upgrade() -> None:
-    from jobs.core.digest_memory import hardware_of
+    from jobs.core.digest import hardware_of
     from jobs.store.runs import sweep_points_of, verdict_values
 
     with op.batch_alter_table("runs") as batch:

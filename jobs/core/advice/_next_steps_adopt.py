@@ -1,0 +1,99 @@
+"""The `adopt` next steps (SPEC.md): make the key achievement the new baseline, at the load it
+improved most where the batch has load levels; a `mixed` result adopted up to its crossover
+("Adopt eagle3 up to max-concurrency 4; keep the baseline from 16")."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from jobs.core.levels import crossover, load_number, loads_text
+from jobs.core.plans import Load, load_label, load_value
+from jobs.core.records import RunRecord
+from jobs.core.verdicts import Metric, Verdict
+from jobs.redaction import is_secret_name
+
+
+def adopt_steps(
+    approaches: Sequence[RunRecord],
+    verdicts: Sequence[Verdict],
+    *,
+    key: dict[str, Any] | None,
+    metric: Metric,
+    unexplained: frozenset[str] = frozenset(),
+) -> list[dict[str, Any]]:
+    """The key achievement's adopt step first, then one for each other mixed result; one whose
+    win its hypothesis does not explain (`unexplained`) is confirmed at the loads that matter
+    first."""
+    pairs = list(zip(approaches, verdicts, strict=True))
+    steps: list[dict[str, Any]] = []
+    if key is not None:
+        record, verdict = next((r, v) for r, v in pairs if r.approach == key["approach"])
+        load = key.get("load")
+        at = f" at {load_label(load)}" if load else ""
+        why = f"the largest improvement: {key['delta_pct']:+.1f}% on {metric.name}{at}"
+        if verdict.verdict == "mixed":
+            steps.append(_mixed(record, verdict, why=why))
+        else:
+            knobs = knob_text(record.change)
+            action = f"Make {record.approach} the new baseline" + (f" ({knobs})" if knobs else "")
+            if record.approach in unexplained:
+                action = (f"Confirm {record.approach} at the loads that matter (`loads:` with "
+                          f"the concurrencies you serve), then make it the new baseline"
+                          + (f" ({knobs})" if knobs else "")
+                          + ": its gain is not the one its hypothesis predicts")
+            step = make_step("adopt", record.approach, action=action, why=why, effort="low")
+            if "load" in key:
+                step["load"] = load
+            steps.append(step)
+    for record, verdict in pairs:
+        if verdict.verdict == "mixed" and (key is None or record.approach != key["approach"]):
+            steps.append(_mixed(record, verdict, why=verdict.why))
+    return steps
+
+
+def _mixed(record: RunRecord, verdict: Verdict, *, why: str) -> dict[str, Any]:
+    """Adopt where it improved, keep the baseline where it regressed; `load`: the improved
+    level at the crossover (the highest improved level when it wins at low load)."""
+    cross = crossover(verdict.levels)
+    assert cross is not None
+    ups: list[Load] = cross["improved"]
+    downs: list[Load] = cross["regressed"]
+    top_up = max(load_value(u) or 0.0 for u in ups)
+    low_down = min(load_value(d) or 0.0 for d in downs)
+    name = record.approach
+    if top_up < low_down:
+        load = ups[-1]
+        action = (f"Adopt {name} up to {load_label(load)}; keep the baseline from "
+                  f"{load_number(downs[0])}")
+    elif max(load_value(d) or 0.0 for d in downs) < min(load_value(u) or 0.0 for u in ups):
+        load = ups[0]
+        action = (f"Adopt {name} from {load_label(load)}; keep the baseline up to "
+                  f"{load_number(downs[-1])}")
+    else:
+        load = ups[-1]
+        action = (f"Adopt {name} at {loads_text(ups)}; keep the baseline at "
+                  f"{loads_text(downs, knob=False)}")
+    knobs = knob_text(record.change)
+    step = make_step("adopt", name, action=action, effort="low",
+                     why=why + (f"; its change: {knobs}" if knobs else ""))
+    step["load"] = dict(load)
+    return step
+
+
+def knob_text(change: dict[str, dict[str, Any]]) -> str:
+    """The declared change as `knob=value` pairs, secrets masked."""
+    parts = [f"{k}={v}" for k, v in change.get("server_args", {}).items()]
+    parts += [
+        f"{k}={'***' if is_secret_name(k) else v}" for k, v in change.get("env", {}).items()
+    ]
+    return ", ".join(parts)
+
+
+def make_step(
+    kind: str, approach: str | None, *, action: str, why: str, effort: str
+) -> dict[str, Any]:
+    return {
+        "rank": 0, "kind": kind, "approach": approach, "action": action, "why": why,
+        "effort": effort,
+    }

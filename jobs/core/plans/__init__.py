@@ -1,0 +1,118 @@
+"""Presets and plans: everything decided before a server starts (docs/contracts.md "Preset
+format", "Command line"). A preset's models (`_preset_models`), its files read and checked
+(`_preset_files`, `_presets`), the knobs never overridable (`_protected_knobs`), secrets as
+references (`_secret_refs`), its bench settings and metric checked (`_bench_checks`), its load
+levels and SLO (`_loads`); the plan as data that travels (`_batch_plan`), its resolution
+(`_plans`) and the stored batch row (`_batches`)."""
+
+from jobs.core.plans._batch_plan import (
+    PROBE,
+    BatchPlan,
+)
+from jobs.core.plans._batches import (
+    BatchRow,
+)
+from jobs.core.plans._bench_checks import (
+    BOUNDS,
+    bench_problems,
+    metric_problems,
+)
+from jobs.core.plans._loads import (
+    Load,
+    bench_at,
+    load_label,
+    load_problems,
+    load_value,
+    slo_problems,
+)
+from jobs.core.plans._plans import (
+    RunConfig,
+    confounds,
+    only,
+    parse_sets,
+    resolve,
+    to_plan,
+)
+from jobs.core.plans._preset_models import (
+    Preset,
+    Scalar,
+)
+from jobs.core.plans._presets import (
+    MAX_NAME_CHARS,
+    NAMES_ONLY,
+    find_named_preset,
+    find_preset,
+    is_preset_name,
+    load_all,
+    load_preset,
+    parse_preset,
+    preset_names,
+)
+from jobs.core.plans._protected_knobs import (
+    is_protected_knob,
+)
+from jobs.core.plans._secret_refs import (
+    ARG_UNSET_LINE,
+    UNSET_LINE,
+    first_literal_secret,
+    first_literal_secret_arg,
+    is_literal_secret,
+    is_literal_secret_arg,
+    is_secret_arg,
+    literal_arg_values,
+    literal_secret_arg_reason,
+    literal_secret_reason,
+    masked_args,
+    reference_name,
+    reference_values,
+    resolve_args,
+    resolve_env,
+)
+
+__all__ = [
+    "ARG_UNSET_LINE",
+    "BOUNDS",
+    "BatchPlan",
+    "BatchRow",
+    "Load",
+    "MAX_NAME_CHARS",
+    "NAMES_ONLY",
+    "PROBE",
+    "Preset",
+    "RunConfig",
+    "Scalar",
+    "UNSET_LINE",
+    "bench_at",
+    "bench_problems",
+    "confounds",
+    "find_named_preset",
+    "find_preset",
+    "first_literal_secret",
+    "first_literal_secret_arg",
+    "is_literal_secret",
+    "is_literal_secret_arg",
+    "is_preset_name",
+    "is_protected_knob",
+    "is_secret_arg",
+    "literal_arg_values",
+    "literal_secret_arg_reason",
+    "literal_secret_reason",
+    "load_all",
+    "load_label",
+    "load_preset",
+    "load_problems",
+    "load_value",
+    "masked_args",
+    "metric_problems",
+    "only",
+    "parse_preset",
+    "parse_sets",
+    "preset_names",
+    "reference_name",
+    "reference_values",
+    "resolve",
+    "resolve_args",
+    "resolve_env",
+    "slo_problems",
+    "to_plan",
+]

@@ -1,0 +1,119 @@
+"""A batch plan: a preset resolved, as plain data (SPEC.md's resolution is `jobs.core.plans`').
+
+The plan is what travels: stored with its batch, sent through the broker as JSON
+(`BatchPlan.to_dict`, `to_plan`), read by the worker that runs it. Its configurations are
+`RunConfig`s, baseline first; a sweep keeps its grid and builds its points' configurations
+when asked (`jobs.core.sweeps`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import Any
+
+from jobs.core.configs import RunConfig
+from jobs.core.plans._loads import levels_of
+from jobs.core.sweeps import PointConfigs, SweepPlan, to_sweep_plan
+from jobs.errors import UserError
+
+PROBE = "probe"
+"""A queued probe's preset and engine: its batch row says `probe` where a batch names its preset
+and engine (no engine is registered by that name, so SQL tells probes apart by it)."""
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    """A resolved batch: plain data, JSON-safe, what a worker needs to run it."""
+
+    preset: str
+    engine: str
+    queue: str
+    metric: str
+    lower_is_better: bool
+    min_effect_pct: float
+    reps: int
+    startup_s: float
+    bench_s: float
+    bench: dict[str, Any]
+    configs: tuple[RunConfig, ...]
+    overrides: dict[str, Any] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    sweep: SweepPlan | None = None
+    confirms: str | None = None  # a confirmation batch: the sweep batch whose winner it re-runs
+    rerun_known: bool = False  # start known dead ends anyway (SPEC.md "Memory across batches")
+    warmup: bool = True  # one unmeasured bench pass before the repetitions (Preset.warmup)
+    # {knob: [levels, lowest first]}: every server benchmarked at each (jobs.core.plans)
+    loads: dict[str, list[Any]] | None = None
+    slo: dict[str, float] = field(default_factory=dict)  # upper limits on result keys
+    evidence: tuple[str, ...] = ()  # what the worker measures before the servers (collectives)
+    # a queued collectives probe (`probe` from chat): its request as asked, and no configs
+    probe: dict[str, Any] | None = None
+    # docs/contracts.md "Noise, measured": the preset's `bracket` (whether a batch of three
+    # configurations or more measures its baseline again last: `is_bracketed`), its `starts`
+    # per configuration, and the requests one benchmark run sends (None: unknown)
+    bracket: bool = False
+    starts: int = 1
+    requests: int | None = None
+
+    @property
+    def is_bracketed(self) -> bool:
+        """Whether the baseline runs again after every other configuration."""
+        servers = len(self.configs) + (self.sweep.max_servers if self.sweep else 0)
+        return self.bracket and servers >= 3
+
+    def ran(self) -> dict[str, Any]:
+        """What the batch runs with, as every report shows it: the `--set` overrides, the
+        repetitions, the starts per configuration, whether the baseline is bracketed."""
+        return {"overrides": dict(self.overrides), "reps": self.reps, "starts": self.starts,
+                "bracket": self.is_bracketed, "warmup": self.warmup}
+
+    @property
+    def is_probe(self) -> bool:
+        return self.probe is not None
+
+    @property
+    def levels(self) -> list[dict[str, Any]]:
+        """Each load level's setting, lowest first; [{}] without loads (jobs.core.plans)."""
+        return levels_of(self.loads)
+
+    @property
+    def baseline(self) -> RunConfig:
+        return self.configs[0]
+
+    @property
+    def approaches(self) -> tuple[RunConfig, ...]:
+        return self.configs[1:]
+
+    @cached_property
+    def points(self) -> Sequence[RunConfig]:
+        """The sweep's points' configurations, in grid order: built when asked for, never
+        stored (`jobs.core.sweeps`); empty without a sweep."""
+        if self.sweep is None:
+            return ()
+        parent = self.sweep.extends or "baseline"
+        return PointConfigs(self.sweep, next(c for c in self.configs if c.approach == parent))
+
+    def config(self, approach: str) -> RunConfig:
+        for config in self.configs:
+            if config.approach == approach:
+                return config
+        if isinstance(self.points, PointConfigs) and (found := self.points.find(approach)):
+            return found
+        raise UserError(f"batch of {self.preset!r} has no approach {approach!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def to_plan(data: dict[str, Any]) -> BatchPlan:
+    """The inverse of `BatchPlan.to_dict` (plans travel as JSON through the store and broker)."""
+    fields = dict(data)
+    fields["configs"] = tuple(RunConfig(**c) for c in fields["configs"])
+    fields["warnings"] = tuple(fields.get("warnings", ()))
+    fields["evidence"] = tuple(fields.get("evidence", ()))
+    fields.pop("points", None)  # stored before points were made on demand: the grid's own
+    if fields.get("sweep") is not None:
+        fields["sweep"] = to_sweep_plan(fields["sweep"])
+    return BatchPlan(**fields)
