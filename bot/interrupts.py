@@ -2,8 +2,8 @@
 
 The first of them raises KeyboardInterrupt in the main thread, as Python's own SIGINT does, so
 that the command unwinds through its `finally` blocks: the batch is cancelled, and in embedded
-mode the dispatcher's `close` stops its servers before the process exits (SPEC.md "Every batch
-ends"); a closed terminal (SIGHUP) or `timeout`/systemd (SIGTERM) end the same way as Ctrl-C.
+mode the dispatcher's `close` stops its servers before the process exits (docs/contracts.md "Every
+batch ends"); a closed terminal (SIGHUP) or `timeout`/systemd (SIGTERM) end the same way as Ctrl-C.
 A later signal never raises (that could abandon the clean-up half way); it calls the `hurry`
 callbacks instead, which SIGKILL the servers at once rather than wait for a clean stop.
 """

@@ -57,6 +57,7 @@ def redact_urls(text: str) -> str:
 
 def redact_env(env: dict[str, str]) -> dict[str, str]:
     """An env mapping as it may be shown: secret-looking names read ***, unless their value
-    is a `${NAME}` reference, which is shown as it is (SPEC.md: outputs keep the reference)."""
+    is a `${NAME}` reference, which is shown as it is (docs/contracts.md: outputs keep the
+    reference)."""
     return {k: ("***" if is_secret_name(k) and _REFERENCE.fullmatch(str(v)) is None else v)
             for k, v in env.items()}

@@ -1,4 +1,4 @@
-"""Where specbench finds its configuration, data and services (SPEC.md's environment)."""
+"""Where specbench finds its configuration, data and services (docs/contracts.md's environment)."""
 
 from __future__ import annotations
 
@@ -129,8 +129,9 @@ def timezone() -> str:
 
 
 def max_points() -> int:
-    """The most points a sweep's grid may hold (SPEC.md "Bounded work"): SPECBENCH_MAX_POINTS,
-    default 10,000; a value that is not a positive whole number is the default."""
+    """The most points a sweep's grid may hold (docs/contracts.md "Bounded work and any file"):
+    SPECBENCH_MAX_POINTS, default 10,000; a value that is not a positive whole number is the
+    default."""
     raw = os.environ.get("SPECBENCH_MAX_POINTS", "").strip().replace("_", "").replace(",", "")
     return int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_MAX_POINTS
 

@@ -28,7 +28,7 @@ ADAPTERS = (
 # What no core module may import itself (`urllib.parse` comes in with pathlib, so only the
 # direct import of any part of urllib can be told apart).
 DIRECT = (*ADAPTERS, "urllib")
-# What `specbench analyze` must never import (SPEC.md: no GPU, broker or Slack).
+# What `specbench analyze` must never import (docs/contracts.md: no GPU, broker or Slack).
 HEAVY = ("torch", "transformers", "celery", "kombu", "redis", "slack_bolt", "slack_sdk")
 
 

@@ -431,3 +431,15 @@ def test_the_readmes_example_session_is_the_recorded_seed_session() -> None:
     the article's recorded session as shared/fixtures holds it."""
     example = REPO / "docs" / "examples" / "seed-session.jsonl"
     assert example.read_bytes() == need_shared(FIXTURES / "seed-session.jsonl").read_bytes()
+
+
+def test_the_code_cites_the_repositorys_own_contract() -> None:
+    """bot/, jobs/, templates/ and config/ cite docs/contracts.md (and its section names), never
+    a file a maintainer of this repository cannot open."""
+    found = [f"{path.relative_to(REPO)}:{number}"
+             for top in ("bot", "jobs", "templates", "config")
+             for path in (REPO / top).rglob("*") if path.is_file() and "__pycache__" not in
+             path.parts and path.suffix in (".py", ".j2", ".yaml", ".yml", ".json")
+             for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+             if "SPEC.md" in line]
+    assert found == []

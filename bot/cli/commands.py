@@ -44,7 +44,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     from jobs.core.plans import load_preset
 
     load_preset(args.preset)  # a bad file is refused before the store's and engines' imports
-    from jobs.commands import run  # (SPEC.md "Bounded work": a huge grid in under a second)
+    from jobs.commands import (
+        run,  # (docs/contracts.md "Bounded work and any file": a huge grid in under a second)
+    )
 
     ctx = _context()
     planned = run.plan(ctx, run.RunArgs(

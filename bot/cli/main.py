@@ -1,4 +1,4 @@
-"""`specbench`: the command line (SPEC.md). Exit 0 done, 1 infrastructure, 2 bad input.
+"""`specbench`: the command line (docs/contracts.md). Exit 0 done, 1 infrastructure, 2 bad input.
 
 Imports stay inside the commands so that `specbench analyze` starts without torch, Celery or
 Slack.
@@ -22,7 +22,7 @@ FORMATS = ("text", "json", "slack")
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with SPEC.md's one-line error and exit code 2."""
+    """argparse with docs/contracts.md's one-line error and exit code 2."""
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}\n")
@@ -30,7 +30,7 @@ class _Parser(argparse.ArgumentParser):
 
 def _seconds(text: str) -> float:
     """A timeout: a number of seconds above 0 (0 or less would end a batch at once) and at most
-    MAX_TIMEOUT_S (a week: SPEC.md "Bounded work")."""
+    MAX_TIMEOUT_S (a week: docs/contracts.md "Bounded work and any file")."""
     from jobs.core.limits import MAX_TIMEOUT_S
 
     try:

@@ -1,5 +1,5 @@
 """`specbench probe`: the collectives probe (jobs.evidence) from the command line: all_reduce
-timed across N local ranks, printed as a table or as SPEC.md's probe JSON."""
+timed across N local ranks, printed as a table or as docs/contracts.md's probe JSON."""
 
 from __future__ import annotations
 

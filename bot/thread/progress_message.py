@@ -4,7 +4,8 @@ one round every `interval` seconds, so that intermediate states coalesce into th
 
 A running row says its phase and what its bench passes measured so far, with units (the words
 are `jobs.core.progress`'s): `rep 2/3 · warm-up 459 tok/s (not a sample) · reps: 879 tok/s`.
-A sweep's confirmation (SPEC.md: one experiment with its sweep) gets rows of its own below.
+A sweep's confirmation (docs/contracts.md: one experiment with its sweep) gets rows of its own
+below.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Dispatch: where a submitted batch goes, and how its events come back.
 
-Two implementations share one interface (SPEC.md's modes; jobs.batches.dispatch_api, where
+Two implementations share one interface (docs/contracts.md's modes; jobs.batches.dispatch_api, where
 both find it): `EmbeddedDispatcher` runs batches on an in-process worker thread, one at a
 time, and publishes events on an in-process channel; `jobs.broker.dispatcher.
 DistributedDispatcher` sends them as Celery tasks over Redis and reads events from a Redis
@@ -63,7 +63,7 @@ class _LocalSubscription:
 class EmbeddedDispatcher:
     """Batches run on one in-process worker thread, in submission order. The process owns
     them: it holds their leases (`runners.owner_name`), so that a command that finds it dead
-    ends them, and `close` ends those it has not finished (SPEC.md "Every batch ends")."""
+    ends them, and `close` ends those it has not finished (docs/contracts.md "Every batch ends")."""
 
     mode = "embedded"
 

@@ -1,6 +1,6 @@
-"""What every dispatcher shares (SPEC.md's modes): the `Dispatcher` interface the chat surfaces
-see, what a submit answers (`Submitted`), the queue as `status` shows it (`QueueEntry`, with
-estimates from the past) and the one cancel.
+"""What every dispatcher shares (docs/contracts.md's modes): the `Dispatcher` interface the chat
+surfaces see, what a submit answers (`Submitted`), the queue as `status` shows it (`QueueEntry`,
+with estimates from the past) and the one cancel.
 
 Its own module so that both implementations, `jobs.batches.dispatch.EmbeddedDispatcher` and
 `jobs.broker.dispatcher.DistributedDispatcher`, build on it without importing each other.

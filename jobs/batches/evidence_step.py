@@ -1,6 +1,6 @@
-"""A batch's evidence, gathered by the worker before its servers (SPEC.md "Evidence for the
-why"): with `evidence: [collectives]`, one collectives probe per distinct (world, collective env)
-among the batch's configurations, at the message sizes their verify steps send; each record
+"""A batch's evidence, gathered by the worker before its servers (docs/contracts.md "Evidence for
+the why"): with `evidence: [collectives]`, one collectives probe per distinct (world, collective
+env) among the batch's configurations, at the message sizes their verify steps send; each record
 then carries its `evidence` (`jobs.evidence.plan_evidence`).
 
 A sweep's points are probed with the configurations while they are few (`ahead`: each size
@@ -23,7 +23,7 @@ from jobs.evidence.plan_evidence import Group, Need, groups, need_of, record_evi
 
 PROBE_TIMEOUT_S = 120.0
 AHEAD_POINTS = 512  # a sweep of at most this many points has all its points probed up front
-# (world, env, sizes, timeout) -> SPEC.md's probe JSON; raises with a one-line reason
+# (world, env, sizes, timeout) -> docs/contracts.md's probe JSON; raises with a one-line reason
 Prober = Callable[[int, Mapping[str, str], Sequence[int], float], dict[str, Any]]
 Phase = Callable[[str, dict[str, Any]], None]
 

@@ -125,7 +125,7 @@ def execute_batch(
     `evidence`: the sweep's, whose probes the confirmation's configurations need again."""
     row = _row(store, batch_id)
     plan = row.plan
-    sink = MaskedSink(sink, secrets=plan_secrets(plan))  # SPEC.md: events keep references
+    sink = MaskedSink(sink, secrets=plan_secrets(plan))  # docs/contracts.md: events keep references
     if plan.confirms is not None and not inline:
         return {}
     if plan.is_probe:  # a queued probe: no engine, no servers (jobs.batches.probing)
@@ -205,7 +205,7 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
         if remembered.reopened is not None:
             record = dataclasses.replace(record, extra={**record.extra,
                                                         "reopened": remembered.reopened})
-        if (found := evidence.of(config)) is not None:  # SPEC.md "Evidence for the why"
+        if (found := evidence.of(config)) is not None:  # docs/contracts.md "Evidence for the why"
             record = dataclasses.replace(record, extra={**record.extra, "evidence": found})
         record = to_stored(dataclasses.replace(record, fingerprint=fingerprint_of.result()), plan)
         store.put_record(record, position=index)
@@ -236,7 +236,7 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
     if (history := baseline_history(store, row, records)) is not None:
         judged.clear()  # a single repetition is judged again, against the baseline's history
     report = build_report(records, plan, rules=rules, judged=judged, history=history)
-    if plan.confirms is not None:  # one experiment with its sweep (SPEC.md)
+    if plan.confirms is not None:  # one experiment with its sweep (docs/contracts.md)
         report["confirms"] = plan.confirms
     if plan.sweep is not None:
         point = sweeping.winner(plan, points)

@@ -1,4 +1,4 @@
-"""A queued collectives probe: `probe` from chat (SPEC.md "Evidence for the why").
+"""A queued collectives probe: `probe` from chat (docs/contracts.md "Evidence for the why").
 
 A probe waits in its queue like a batch (`status` gives its position, `cancel` stops it) and
 the worker that takes it measures on its own host, the GPU host: it is a batch whose plan holds
@@ -9,7 +9,7 @@ CPU per gloo rank, each `${NAME}` of its env set in the worker's environment), a
 this host cannot run ends `refused`, nothing started.
 
 Its report, in every ending:
-`{"batch", "preset": "probe", "probe": <SPEC.md's probe JSON> | null, "request": {...},
+`{"batch", "preset": "probe", "probe": <docs/contracts.md's probe JSON> | null, "request": {...},
 "host", "state", "error"?}`.
 """
 

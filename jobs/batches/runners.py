@@ -1,4 +1,4 @@
-"""Who runs a batch, and how a batch ends when its runner cannot end it (SPEC.md "Batch
+"""Who runs a batch, and how a batch ends when its runner cannot end it (docs/contracts.md "Batch
 lifecycle and limits": every batch ends).
 
 A batch's runner holds its store lease (`jobs.store.leases`) under a name that says which

@@ -1,15 +1,15 @@
 """A batch's sweep: its points run one by one as the search proposes them, then the winner's
-confirmation, a second batch of the baseline and the winner (SPEC.md "Sweeps and search").
+confirmation, a second batch of the baseline and the winner (docs/contracts.md "Sweeps and search").
 
 Everything here resumes from the store: the points already recorded are the search's state, and
 the confirmation batch is found again by its idempotency key, so a worker killed mid-sweep or
 mid-confirmation finishes the sweep without running a point twice.
 
-Under an SLO (SPEC.md "Load levels and service-level objectives") the sweep maximises its value
-among the points that met the SLO at every level (jobs.core.levels): the search gets
-Optuna's constraints, a repetition stops early only against a point that met it, the winner is
-the best such point, and without one there is no confirmation (the report's `sweep.slo` says
-why). The confirmation runs at every level of the sweep, under its SLO.
+Under an SLO (docs/contracts.md "Load levels and service-level objectives") the sweep maximises its
+value among the points that met the SLO at every level (jobs.core.levels): the search gets Optuna's
+constraints, a repetition stops early only against a point that met it, the winner is the best such
+point, and without one there is no confirmation (the report's `sweep.slo` says why). The
+confirmation runs at every level of the sweep, under its SLO.
 """
 
 from __future__ import annotations

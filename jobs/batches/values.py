@@ -44,7 +44,8 @@ def check_values(plan: BatchPlan, *, sets: Sequence[str] = ()) -> None:
                 what = "baseline" if config.role == "baseline" else f"approach {config.approach!r}"
                 raise PresetError(f"{where}, {what}: {found}")
     if plan.sweep is not None:  # a point is its parent's args (above) and grid values: no
-        for key, values in plan.sweep.grid.items():  # point is built (SPEC.md "Bounded work")
+        # point is built (docs/contracts.md "Bounded work and any file")
+        for key, values in plan.sweep.grid.items():
             for value in values:
                 found = None if ENV_KNOB.match(key) else _refusal(table, key, value, env={})
                 if found is not None:

@@ -1,6 +1,6 @@
-"""The charts of a batch with load levels (SPEC.md "Load levels and service-level objectives"),
-drawn from its report alone: the metric against load, one line per configuration (the baseline
-bold and black, each level that breaks the SLO marked with a red X), and throughput against
+"""The charts of a batch with load levels (docs/contracts.md "Load levels and service-level
+objectives"), drawn from its report alone: the metric against load, one line per configuration (the
+baseline bold and black, each level that breaks the SLO marked with a red X), and throughput against
 latency over every configuration and level, the Pareto front joined (no other point has more
 throughput and less latency at once), the SLO's limit a vertical line when the latency is one.
 

@@ -1,7 +1,7 @@
 """`cancel [BATCH]`: a queued or running batch ended (the caller's latest when none is named).
 
-A cancel always ends the batch (SPEC.md "Every batch ends"): a live runner stops it (its server
-stopped, the rest skipped); a runner that is gone, or does not stop it within
+A cancel always ends the batch (docs/contracts.md "Every batch ends"): a live runner stops it (its
+server stopped, the rest skipped); a runner that is gone, or does not stop it within
 `runners.CANCEL_WAIT_S`, has it ended here, with the server groups it left on this host killed
 (`jobs.batches.runners.finish_cancel`).
 """

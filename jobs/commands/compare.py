@@ -4,7 +4,7 @@ Which two, when not both are named:
 - none: the latest batch with a stored report (it ended) and the latest reported one of the
   same preset before it;
 - `compare X`: X (the newer side, B) and the latest reported batch of X's preset before it.
-- A sweep's confirmation is one experiment with its sweep (SPEC.md): never picked by these
+- A sweep's confirmation is one experiment with its sweep (docs/contracts.md): never picked by these
   defaults, and `compare CONFIRMATION` pairs it with what came before its sweep.
 - `compare A B`: as named (a change is always B against A, whichever is older).
 A batch named without a stored report (still running, cut short) gets one built from its

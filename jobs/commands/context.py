@@ -34,7 +34,7 @@ LAUNCH_COMMANDS = ("run", "retry", "probe")
 
 @dataclass(frozen=True)
 class Access:
-    """SPEC.md's allow-lists; empty means everyone, every channel. They bind Slack alone.
+    """docs/contracts.md's allow-lists; empty means everyone, every channel. They bind Slack alone.
 
     Set, they bind every command but `help` (README "Access"): a user off the user list (or, but
     for launching, off the admins) gets the same refusal for all of them, and no one is answered

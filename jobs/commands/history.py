@@ -1,5 +1,5 @@
 """`history`: the last batches a person started, newest first, one summary line each. A sweep
-and its confirmation are one experiment (SPEC.md): one line, the sweep's, with the
+and its confirmation are one experiment (docs/contracts.md): one line, the sweep's, with the
 confirmation's verdict."""
 
 from __future__ import annotations

@@ -54,7 +54,7 @@ def plan(ctx: Context, args: RunArgs) -> BatchPlan:
     against the engine's flag types (`jobs.batches.values`). The engine's flags
     are checked where the engine is: here in embedded mode, where this process is the worker;
     in distributed mode by the worker that takes the batch (`execute_batch`), since this host
-    may have no engine at all (SPEC.md's engine contracts)."""
+    may have no engine at all (docs/contracts.md's engine contracts)."""
     check_reps(args.reps)
     if ctx.caller.surface not in PATH_SURFACES:
         find_named_preset(args.preset)  # a path from chat is refused before anything is read

@@ -110,7 +110,7 @@ def report_of(
 ) -> dict[str, Any]:
     """The batch's stored report, or one built from its records so far; a confirmation's names
     its sweep (`confirms`), and a sweep's still running shows its points and, with `store`, its
-    confirmation as it stands (one experiment, SPEC.md)."""
+    confirmation as it stands (one experiment, docs/contracts.md)."""
     if row.plan.is_probe:  # a queued probe: its report, or where it stands
         return row.report or probe_report(row, host=row.host)
     if row.report is not None:

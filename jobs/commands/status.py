@@ -3,7 +3,7 @@
 `eta_s` is null when the preset has no history to estimate from; `overdue_s` is set when the
 configuration running now (or one a queued batch waits behind) is past its estimate, and then
 `eta_s` counts only what comes after it. A sweep's confirmation is no line of its own: its sweep's
-line says `confirming` (SPEC.md: one experiment)."""
+line says `confirming` (docs/contracts.md: one experiment)."""
 
 from __future__ import annotations
 

@@ -23,8 +23,9 @@ An event is a flat JSON object: `{"type": ..., "batch": ..., "at": ISO time, ...
 
 Sinks share one interface: the embedded in-process channel here, a Redis Stream in
 distributed mode (`jobs/broker/streams.py`). A worker emits through a `MaskedSink`, so that no
-event carries a secret of its environment or what a `${NAME}` reference resolved to (SPEC.md
-"Secrets stay references"): whatever text an event quotes (a log line, an error) reads ***.
+event carries a secret of its environment or what a `${NAME}` reference resolved to
+(docs/contracts.md "Secrets stay references"): whatever text an event quotes (a log line, an error)
+reads ***.
 """
 
 from __future__ import annotations

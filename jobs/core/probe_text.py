@@ -1,4 +1,5 @@
-"""A collectives probe's result (SPEC.md's probe JSON) as JSON or as a small aligned table."""
+"""A collectives probe's result (docs/contracts.md's probe JSON) as JSON or as a small aligned
+table."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Run records: one JSON object per configuration run (SPEC.md's format), read and written.
+"""Run records: one JSON object per configuration run (docs/contracts.md's format), read and
+written.
 
 A file of records (`decode_lines`, `parse_lines`) is hostile until read: each problem is one
 RecordError naming the line (not UTF-8, UTF-16, nested too deep, a lone surrogate, NaN or
@@ -60,7 +61,7 @@ class RunRecord:
 
     @property
     def by_load(self) -> list[dict[str, Any]]:
-        """The run at each load level, lowest first (SPEC.md): `{"load": {knob: level},
+        """The run at each load level, lowest first (docs/contracts.md): `{"load": {knob: level},
         "metrics": {...}}`, with `status` where the level did not end `ok`; [] for a run of a
         batch without loads. The view of one level as a record is `at_level`."""
         levels = self.extra.get("by_load")

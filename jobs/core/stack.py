@@ -1,6 +1,6 @@
 """The stack a result depends on, one list for verdicts, memory, compare and the digest.
 
-A fingerprint (SPEC.md) holds the host and the versions its engine's interpreter saw; the
+A fingerprint (docs/contracts.md) holds the host and the versions its engine's interpreter saw; the
 engine's own version sits under the engine's `version_key` (config/engines/<name>/engine.yaml).
 `Stack` reads one fingerprint (and the record's `engine`, when it names one) into the components
 below, in this order, with the engine's version shown under its engine's key, so that a change
@@ -19,10 +19,10 @@ from jobs.core.engine_info import all_info, describe, engine_of
 # it, its version under the engine's key; the rest are the fingerprint's own keys.
 STACK_KEYS = ("gpu", "gpu_count", "compute_capability", "driver", "cuda", "torch", "engine",
               "nccl")
-# SPEC.md "Memory across batches": a dead end holds on any number of the same GPUs.
+# docs/contracts.md "Memory across batches": a dead end holds on any number of the same GPUs.
 MEMORY_KEYS = tuple(k for k in STACK_KEYS if k != "gpu_count")
-# SPEC.md's verdict rule 3: a run on another gpu, gpu count or stack than its baseline's is
-# inconclusive (the compute capability goes with the gpu).
+# docs/contracts.md's verdict rule 3: a run on another gpu, gpu count or stack than its baseline's
+# is inconclusive (the compute capability goes with the gpu).
 DRIFT_KEYS = tuple(k for k in STACK_KEYS if k != "compute_capability")
 # What tells a host type apart (the digest groups its stacks by it).
 HOST_TYPE = ("gpu", "compute_capability")

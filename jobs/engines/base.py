@@ -1,4 +1,4 @@
-"""The engine interface: a resolved configuration in, a run record (SPEC.md) out."""
+"""The engine interface: a resolved configuration in, a run record (docs/contracts.md) out."""
 
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ def to_run_record(
     metrics: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> RunRecord:
-    """The run record of one configuration, as SPEC.md lays it out, masked (`mask_record`)
+    """The run record of one configuration, as docs/contracts.md lays it out, masked (`mask_record`)
     with the secrets of this process's environment and the configuration's."""
     measured: dict[str, Any] = {ctx.plan.metric: [], "accept_length": None}
     measured.update(metrics or {})
@@ -162,7 +162,7 @@ def server_env(config: RunConfig, **extra: str) -> ServerEnv:
 
 
 def mask_record(record: RunRecord, *, secrets: Iterable[str]) -> RunRecord:
-    """`record` with env values whose names look secret read *** (SPEC.md), and each of
+    """`record` with env values whose names look secret read *** (docs/contracts.md), and each of
     `secrets` (redaction.secret_values) replaced by *** wherever it appears: log tail, command
     line, server args, extras."""
     shown = tuple(secrets)

@@ -1,6 +1,6 @@
-"""The host's fingerprint (SPEC.md's keys): GPU, count, driver, compute capability, interconnect,
-and the CUDA, torch, engine and NCCL versions the engine's interpreter sees (the engine's
-version under its own key: the engine package's `version_key`).
+"""The host's fingerprint (docs/contracts.md's keys): GPU, count, driver, compute capability,
+interconnect, and the CUDA, torch, engine and NCCL versions the engine's interpreter sees (the
+engine's version under its own key: the engine package's `version_key`).
 
 `to_fingerprint` is pure (tested on recorded `nvidia-smi` output); `host_fingerprint` runs the
 probes, each of which may fail without failing the others. A host without a GPU says so:

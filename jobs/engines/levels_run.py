@@ -1,5 +1,6 @@
-"""A served configuration's load levels (SPEC.md "Load levels and service-level objectives"):
-one server, every level of the plan in turn, lowest first, and a checkpoint of the levels done.
+"""A served configuration's load levels (docs/contracts.md "Load levels and service-level
+objectives"): one server, every level of the plan in turn, lowest first, and a checkpoint of the
+levels done.
 
 The server starts once; at each level the benchmark runs with the level's knob set
 (`jobs.core.plans.bench_at`): a "level" phase, the warm-up (with the plan's `warmup`), then the
@@ -168,7 +169,8 @@ class Levels:
         extra["warmup"] = lowest.get("warmup")
         if lowest.get("stopped_early") is not None:
             extra["stopped_early"] = lowest["stopped_early"]
-        if lowest.get("server_metrics") is not None:  # SPEC.md "Evidence": the engine's own
+        # docs/contracts.md "Evidence for the why": the engine's own
+        if lowest.get("server_metrics") is not None:
             extra["server_metrics"] = lowest["server_metrics"]
         if self.with_loads:
             extra["by_load"] = entries

@@ -98,8 +98,8 @@ class ProcessGroup:
         self.argv = list(argv)
         self.log_path = log_path
         # Masked at the source: the log file, the tail and the callback never see a secret
-        # of the child's environment (SPEC.md: by name, see redaction.secret_values) nor any
-        # of `secrets` (what its `${NAME}` references resolved to: base.server_env).
+        # of the child's environment (docs/contracts.md: by name, see redaction.secret_values) nor
+        # any of `secrets` (what its `${NAME}` references resolved to: base.server_env).
         self._secrets = tuple({*redaction.secret_values(env), *secrets})
         self.tail: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         # The first error writing the log (a full disk: ENOSPC): the output is still read,

@@ -1,5 +1,5 @@
 """A served engine's run: one server process group per configuration, one benchmark process per
-repetition, and always a stop of the whole group (SPEC.md's engine contracts).
+repetition, and always a stop of the whole group (docs/contracts.md's engine contracts).
 
 A run is: a free port, launch, wait for `/health` (or the engine's ready line) while a watcher
 reads every log line against the fatal failure rules, one benchmark run per repetition, and a

@@ -1,4 +1,4 @@
-"""The engine's own figures while a repetition runs: its Prometheus page, polled (SPEC.md
+"""The engine's own figures while a repetition runs: its Prometheus page, polled (docs/contracts.md
 "Evidence for the why", server metrics).
 
 A served engine may say what the benchmark cannot: how full its KV cache got, how many requests

@@ -1,4 +1,4 @@
-"""The collectives probe (SPEC.md "Evidence for the why"): `all_reduce` timed with
+"""The collectives probe (docs/contracts.md "Evidence for the why"): `all_reduce` timed with
 torch.distributed across N local ranks, each a real process (`rank_worker.py`) running with the
 request's environment (NCCL_ALGO, NCCL_MAX_NCHANNELS...), rendezvous on 127.0.0.1.
 
@@ -73,7 +73,7 @@ def figures(size: int, times_us: Sequence[float], world: int) -> dict[str, Any]:
 
 def run_probe(request: ProbeRequest, *, python: str = sys.executable,
               should_stop: Callable[[], bool] | None = None) -> dict[str, Any]:
-    """SPEC.md's probe JSON for `request`, checked for this host (`to_request`,
+    """docs/contracts.md's probe JSON for `request`, checked for this host (`to_request`,
     `for_this_host`), measured; raises ProbeError, ProbeTimeout, or ProbeCancelled once
     `should_stop()` is true."""
     assert request.backend is not None, "a request checked for this host names its backend"

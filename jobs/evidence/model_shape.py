@@ -1,5 +1,5 @@
 """A model's shape from its `config.json`, and the all-reduces one verify step costs under
-tensor parallelism (SPEC.md "Evidence for the why").
+tensor parallelism (docs/contracts.md "Evidence for the why").
 
 Under tensor parallelism every transformer layer ends its attention and its MLP (or MoE) block
 with one all-reduce of the step's activations: 2 per layer, each of tokens × hidden size × the

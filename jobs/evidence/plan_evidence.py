@@ -1,5 +1,5 @@
 """Which collectives a batch's configurations need measured, and each record's `evidence`
-(SPEC.md "Evidence for the why").
+(docs/contracts.md "Evidence for the why").
 
 For each configuration: the model's shape (its `config.json` under the engine's model arg, or
 the engine's own shape args), how many ranks share a layer (the engine's tensor-parallel args),
@@ -83,7 +83,7 @@ def groups(needs: Iterable[Need]) -> dict[Group, list[int]]:
 def record_evidence(need: Need, probe: Mapping[str, Any] | None, *,
                     failed: str | None = None) -> dict[str, Any]:
     """The record's `evidence`: the model, and the all-reduce at its size from its group's
-    probe (`probe` in SPEC.md's probe JSON); `missing` says why one part is absent."""
+    probe (`probe` in docs/contracts.md's probe JSON); `missing` says why one part is absent."""
     out: dict[str, Any] = {"model": need.model.to_dict() if need.model else None,
                            "allreduce": None, "tokens_per_step": need.tokens}
     if need.missing is not None:

@@ -1,4 +1,4 @@
-"""What a collectives probe is asked to measure (SPEC.md "Evidence for the why"), read and
+"""What a collectives probe is asked to measure (docs/contracts.md "Evidence for the why"), read and
 checked before any rank starts: bad input is a `ProbeInputError` (exit 2, one line).
 
 Sizes are bytes, plain (`4096`) or with a binary suffix as nccl-tests reads them: `4K`, `4KiB`,

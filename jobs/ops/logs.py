@@ -3,10 +3,10 @@
 `configure_logging()` picks the format from `SPECBENCH_LOG_FORMAT` (`json` or `text`; text when
 unset) and installs one stderr handler on the root logger; other libraries' loggers are kept at
 WARNING, and a message longer than MAX_MESSAGE_CHARS is cut. Whatever the format, every line goes
-through `jobs.redaction.redact` with the secrets of the environment at that call (SPEC.md: env
-values whose name contains TOKEN, KEY, SECRET or PASSWORD read `***`) and loses the password of
-any URL it quotes, tracebacks included.
-`log_start(role)` logs the version a process runs, once, at its start.
+through `jobs.redaction.redact` with the secrets of the environment at that call (docs/contracts.md:
+env values whose name contains TOKEN, KEY, SECRET or PASSWORD read `***`) and loses the password of
+any URL it quotes, tracebacks included. `log_start(role)` logs the version a process runs, once, at
+its start.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The next point of a sweep, from the results stored so far (SPEC.md "Sweeps and search").
+"""The next point of a sweep, from the results stored so far (docs/contracts.md "Sweeps and
+search").
 
 `search: grid` runs every point in grid order. `search: adaptive` asks Optuna's Gaussian-process
 sampler, which models the metric over the grid's knobs (each knob as the index of its value,
@@ -11,7 +12,7 @@ proposes what its predecessor would have.
 A point that failed (no sample) is told to the model as the worst value measured so far, so the
 search steers away from a region that does not start instead of ignoring it.
 
-Under an SLO (SPEC.md "Load levels and service-level objectives") each trial carries one
+Under an SLO (docs/contracts.md "Load levels and service-level objectives") each trial carries one
 constraint, Optuna's own (feasible when <= 0): the point's excess over the SLO
 (jobs.core.levels.slo_excess, the largest `median / limit - 1` over every level and key), kept
 as the trial's user attribute `slo_excess` and read by the sampler's `constraints_func`. The
@@ -60,8 +61,8 @@ def next_point(
     `excess`, under an SLO: point name -> its excess over the SLO (<= 0: met at every level;
     None: unmeasured), the adaptive search's constraint.
     The baseline-equal point may be given the baseline's value: it is never proposed. Only the
-    measured points and the proposed one are built: the grid is never listed (SPEC.md "Bounded
-    work"), and a grid search walks it in order up to its first free point."""
+    measured points and the proposed one are built: the grid is never listed (docs/contracts.md
+    "Bounded work"), and a grid search walks it in order up to its first free point."""
     if servers_used(sweep, measured) >= sweep.max_servers:
         return None
     taken = {p.index for n in measured if (p := sweep.points.find(n)) is not None}

@@ -92,7 +92,7 @@ def predecessors(
     store: Database, *, presets: Iterable[str], before: dt.datetime, limit: int = PREDECESSORS
 ) -> list[BatchRow]:
     """Per preset, the `limit` latest experiments created before `before` (batches a person
-    started), each with its sweep's confirmation: one experiment (SPEC.md)."""
+    started), each with its sweep's confirmation: one experiment (docs/contracts.md)."""
     out: list[BatchRow] = []
     with store._read() as session:
         for preset in presets:

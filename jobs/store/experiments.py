@@ -1,5 +1,5 @@
-"""A sweep and its confirmation are one experiment (SPEC.md "A sweep and its confirmation are one
-experiment"): the queries that list what a person started.
+"""A sweep and its confirmation are one experiment (docs/contracts.md "A sweep and its confirmation
+are one experiment"): the queries that list what a person started.
 
 A confirmation batch is created by its sweep batch with the idempotency key
 `confirm:<sweep batch>` (`confirmation_key`), so it is told apart in SQL without decoding a plan;

@@ -24,7 +24,7 @@ from jobs.store.posts import Posts
 from jobs.store.runs import Runs, write_verdicts
 from jobs.store.schema import Batch, UTCDateTime, to_batch_row
 
-# `refused`: the worker's preflight refused the batch before any server started (SPEC.md's
+# `refused`: the worker's preflight refused the batch before any server started (docs/contracts.md's
 # engine contracts).
 BATCH_STATES = ("queued", "running", "done", "failed", "cancelled", "refused")
 TERMINAL_STATES = frozenset({"done", "failed", "cancelled", "refused"})

@@ -1,5 +1,5 @@
 """A sweep in chat: progress says "point K of at most N", the summary leads with the
-confirmation's verdict (SPEC.md "Sweeps and search")."""
+confirmation's verdict (docs/contracts.md "Sweeps and search")."""
 
 from __future__ import annotations
 

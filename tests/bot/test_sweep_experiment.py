@@ -1,8 +1,8 @@
-"""A sweep and its confirmation are one experiment (SPEC.md), through the real CLI and console on
-the SGLang stand-in: the CLI prints the confirmation's progress, `show` without BATCH is the
-sweep with its confirmation folded in, the confirmation names its sweep, `compare`'s defaults,
-`history` and the digest count the experiment once; and a sweep that extends a better approach
-says that it found nothing better than where it started."""
+"""A sweep and its confirmation are one experiment (docs/contracts.md), through the real CLI and
+console on the SGLang stand-in: the CLI prints the confirmation's progress, `show` without BATCH is
+the sweep with its confirmation folded in, the confirmation names its sweep, `compare`'s defaults,
+`history` and the digest count the experiment once; and a sweep that extends a better approach says
+that it found nothing better than where it started."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Preflight runs where SGLang is (SPEC.md "Real SGLang"): on the worker, when it takes the batch.
+"""Preflight runs where SGLang is (docs/contracts.md "Real SGLang"): on the worker, when it takes
+the batch.
 
 A real `specbench bot --http` whose host has no SGLang at all (no interpreter, no package on its
 path) takes `/specbench run` for SGLang presets: it checks the preset and the knobs, nothing more.

@@ -1,5 +1,6 @@
-"""Known dead ends across batches (SPEC.md "Memory across batches"), on SQLite and PostgreSQL:
-the real store, execution, rules and verdicts, with an engine that fails the way a GPU does."""
+"""Known dead ends across batches (docs/contracts.md "Memory across batches"), on SQLite and
+PostgreSQL: the real store, execution, rules and verdicts, with an engine that fails the way a GPU
+does."""
 
 from __future__ import annotations
 

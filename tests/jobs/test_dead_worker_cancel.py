@@ -1,4 +1,4 @@
-"""Cancel with the worker dead (issue 20 item 5, SPEC.md "Every batch ends"): a `specbench
+"""Cancel with the worker dead (issue 20 item 5, docs/contracts.md "Every batch ends"): a `specbench
 worker` killed with -9 mid-batch leaves its server and the server's children running; `specbench
 cancel` on the host ends the batch at once and kills them, without waiting for a worker to come
 back, and a worker started later does not run the batch again."""

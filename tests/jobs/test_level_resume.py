@@ -1,4 +1,4 @@
-"""A batch with load levels resumes at the level it reached (SPEC.md "Load levels and
+"""A batch with load levels resumes at the level it reached (docs/contracts.md "Load levels and
 service-level objectives"): a `specbench worker` killed (kill -9) during level 2 of a
 configuration, restarted, finishes the batch without benchmarking level 1 again.
 Real Redis and real workers, as tests/jobs/test_distributed.py; skipped without Redis."""

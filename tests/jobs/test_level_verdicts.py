@@ -1,6 +1,6 @@
-"""Verdicts under load (SPEC.md "Load levels and service-level objectives"): each level judged
-against the baseline at the same level, then by the SLO; the result improved, regressed or mixed
-with its crossover, else the rules' precedence."""
+"""Verdicts under load (docs/contracts.md "Load levels and service-level objectives"): each level
+judged against the baseline at the same level, then by the SLO; the result improved, regressed or
+mixed with its crossover, else the rules' precedence."""
 
 from __future__ import annotations
 

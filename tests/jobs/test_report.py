@@ -51,7 +51,8 @@ def failing(name: str, cause: str, **kwargs: Any) -> RunRecord:
 
 
 def check_shape(report: dict[str, Any]) -> None:
-    """SPEC.md's keys are all there (extra keys are allowed) and steps are in kind order."""
+    """docs/contracts.md's keys are all there (extra keys are allowed) and steps are in kind
+    order."""
     assert SPEC_KEYS <= set(report)
     assert {"approach", "value", "status"} <= set(report["baseline"])
     for result in report["results"]:

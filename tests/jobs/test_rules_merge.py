@@ -1,5 +1,5 @@
 """The shared failure rules merged with each engine's own (engines/<name>/failure_rules.yaml): one
-RuleSet in SPEC.md's tag precedence, shared rules first within a tag, ignore patterns and
+RuleSet in docs/contracts.md's tag precedence, shared rules first within a tag, ignore patterns and
 fallbacks concatenated, a name used twice an error naming both files, the cache on every file."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Sweeps in presets and the search over them (SPEC.md "Sweeps and search"), on synthetic
+"""Sweeps in presets and the search over them (docs/contracts.md "Sweeps and search"), on synthetic
 landscapes: the search sees only what a worker would store, the median of each point it ran."""
 
 from __future__ import annotations

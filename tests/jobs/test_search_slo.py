@@ -1,8 +1,8 @@
-"""Search under an SLO (SPEC.md "Load levels and service-level objectives", issue 23 item 4): a
-sweep over a preset with `loads` and `slo` maximises its value among the points that met the SLO
-at every level; a point that breaks it is never the best, the winner, nor the bar a repetition
-must beat; the adaptive search hands the SLO to Optuna as a constraint (the value it is told is
-the point's own); the confirmation runs at every level, under the same SLO.
+"""Search under an SLO (docs/contracts.md "Load levels and service-level objectives", issue 23 item
+4): a sweep over a preset with `loads` and `slo` maximises its value among the points that met the
+SLO at every level; a point that breaks it is never the best, the winner, nor the bar a repetition
+must beat; the adaptive search hands the SLO to Optuna as a constraint (the value it is told is the
+point's own); the confirmation runs at every level, under the same SLO.
 
 The engine is a landscape with load levels: each configuration's throughput and p99 TTFT at each
 level are functions of its swept knobs; everything else (store, execution, search, verdicts,

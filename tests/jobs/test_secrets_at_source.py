@@ -1,8 +1,8 @@
 """Secrets are masked at the source (issue 10, item 5): the worker stores run records and writes
-server logs masked, by name (SPEC.md), with its own environment and what the configurations'
-`${NAME}` references resolve to there, so that no process that shows them later (Slack's
-upload, "Show logs", `specbench show`) needs to know the secret to hide it. A configuration's
-secret is a reference (issue 19, item 4): the database holds no secret at all.
+server logs masked, by name (docs/contracts.md), with its own environment and what the
+configurations' `${NAME}` references resolve to there, so that no process that shows them later
+(Slack's upload, "Show logs", `specbench show`) needs to know the secret to hide it. A
+configuration's secret is a reference (issue 19, item 4): the database holds no secret at all.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
 """A sweep batch end to end: its points run as the search proposes them, every record stored,
-then the confirmation batch of the baseline and the winner decides (SPEC.md "Sweeps and search").
+then the confirmation batch of the baseline and the winner decides (docs/contracts.md "Sweeps and
+search").
 
 The engine is a landscape: each configuration's throughput is a function of its two swept knobs,
 plus seeded noise per repetition; everything else (store, execution, search, verdicts, report)

@@ -1,4 +1,4 @@
-"""Verdicts: SPEC.md's rules, scenario by scenario, and as properties (hypothesis)."""
+"""Verdicts: docs/contracts.md's rules, scenario by scenario, and as properties (hypothesis)."""
 
 from __future__ import annotations
 

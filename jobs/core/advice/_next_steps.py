@@ -1,6 +1,6 @@
-"""Ranked next steps (SPEC.md): retry the inconclusive, adopt the key achievement and each mixed
-result up to its crossover (jobs.core.advice), remedy each cause (low effort first),
-and accept the best measured configuration last.
+"""Ranked next steps (docs/contracts.md): retry the inconclusive, adopt the key achievement and each
+mixed result up to its crossover (jobs.core.advice), remedy each cause (low effort first), and
+accept the best measured configuration last.
 
 Remedies are chosen by what each approach ran (jobs.core.advice: the engine, its GPUs, the
 flag the engine rejected); `accept` names a configuration that was measured, or is left out.
@@ -29,7 +29,7 @@ _EVIDENCE_CHARS = 240
 
 
 def cause_rank(cause: str) -> int:
-    """A cause's place in SPEC.md's precedence (timeout and crash last)."""
+    """A cause's place in docs/contracts.md's precedence (timeout and crash last)."""
     return CAUSE_ORDER.index(cause) if cause in CAUSE_ORDER else len(CAUSE_ORDER)
 
 

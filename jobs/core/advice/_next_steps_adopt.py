@@ -1,5 +1,5 @@
-"""The `adopt` next steps (SPEC.md): make the key achievement the new baseline, at the load it
-improved most where the batch has load levels; a `mixed` result adopted up to its crossover
+"""The `adopt` next steps (docs/contracts.md): make the key achievement the new baseline, at the
+load it improved most where the batch has load levels; a `mixed` result adopted up to its crossover
 ("Adopt eagle3 up to max-concurrency 4; keep the baseline from 16")."""
 
 from __future__ import annotations

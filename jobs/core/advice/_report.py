@@ -1,6 +1,8 @@
-"""The report: a batch's verdicts, key achievement, root cause and ranked next steps (SPEC.md).
+"""The report: a batch's verdicts, key achievement, root cause and ranked next steps
+(docs/contracts.md).
 
-`analyze` is a pure function from run records to a JSON-ready dict in SPEC.md's report format.
+`analyze` is a pure function from run records to a JSON-ready dict in docs/contracts.md's report
+format.
 """
 
 from __future__ import annotations
@@ -185,7 +187,7 @@ def _why(verdict: Verdict, record: RunRecord, even: dict[str, Any] | None,
          others: Mapping[str, RunRecord]) -> str:
     """The verdict's why, with the evidence of a measured run: how much of its cycle the
     all-reduces take, an all-reduce slower than its parent's, and what the engine's own metrics
-    say (a full KV cache, a fallen acceptance) (SPEC.md "Evidence")."""
+    say (a full KV cache, a fallen acceptance) (docs/contracts.md "Evidence for the why")."""
     quoted = server_sentences(record, verdict, others)
     if verdict.value is None:
         return "; ".join([verdict.why, *quoted])

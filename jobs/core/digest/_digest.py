@@ -6,7 +6,7 @@ counted once), the best configuration per preset and hardware and how it moved, 
 failures by cause (each approach once, with a count), the inconclusives still open and the next
 steps still open; the regressions between consecutive experiments (`jobs.core.digest`:
 judged deltas, or values of one configuration on one host and stack, with the stack change and
-the overrides that differ); and, from memory across batches (SPEC.md), the known dead ends
+the overrides that differ); and, from memory across batches (docs/contracts.md), the known dead ends
 skipped and the hours that saved, the hours spent per preset (GPU-hours, or CPU-hours where
 there is no GPU), and the dead ends an upgrade re-opened (`Memory`, `memory_sections`).
 `jobs.commands.digest` gathers its inputs from the store (`jobs.store.digest_queries`: the
@@ -62,7 +62,7 @@ from jobs.core.rules import RuleSet, load_rules
 from jobs.core.units import unit_of
 from jobs.errors import UserError
 
-STEP_KINDS = ("retry", "adopt", "remedy")  # SPEC.md's order; `accept` is never open
+STEP_KINDS = ("retry", "adopt", "remedy")  # docs/contracts.md's order; `accept` is never open
 STEP_LOOKBACK = 20  # a preset's latest reports whose steps are carried (the store reads these)
 NOT_RUN = ("cancelled", "skipped")
 

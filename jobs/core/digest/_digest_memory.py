@@ -1,9 +1,9 @@
-"""The digest's memory across batches (SPEC.md "Memory across batches"), pure: the judged results
-the best configurations are made of, the known dead ends skipped and the hours that saved, the
-hours spent per preset (`jobs.core.digest`: GPU-hours, or CPU-hours where there is no
-GPU), and the dead ends an upgrade re-opened. The regressions between consecutive experiments
-are `jobs.core.digest`'. `Memory` is what the store's queries
-(`jobs.store.digest_queries`) serve from before the digest's window.
+"""The digest's memory across batches (docs/contracts.md "Memory across batches"), pure: the judged
+results the best configurations are made of, the known dead ends skipped and the hours that saved,
+the hours spent per preset (`jobs.core.digest`: GPU-hours, or CPU-hours where there is no GPU), and
+the dead ends an upgrade re-opened. The regressions between consecutive experiments are
+`jobs.core.digest`'. `Memory` is what the store's queries (`jobs.store.digest_queries`) serve from
+before the digest's window.
 """
 
 from __future__ import annotations

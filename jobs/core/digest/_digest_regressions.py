@@ -1,7 +1,7 @@
 """The digest's regressions between consecutive experiments of a preset, pure.
 
-Absolute values are never compared across batches (SPEC.md), except those of one configuration
-on one host and stack, where nothing but time differs. So a regression is one of:
+Absolute values are never compared across batches (docs/contracts.md), except those of one
+configuration on one host and stack, where nothing but time differs. So a regression is one of:
 
 - **baseline**: the baseline's value against the earlier experiments of the preset whose
   baseline ran the same configuration (resolved server_args and env, bench settings, metric) on

@@ -1,7 +1,7 @@
 """The digest's wins and verdict counts (`jobs.core.digest`): an experiment's improvements, and
 its results counted by verdict (`verdict_counts`); with load levels
-(SPEC.md "Load levels and service-level objectives") its mixed results too, as what they are:
-a win up to (or from) the crossover, never a plain win nor a plain regression.
+(docs/contracts.md "Load levels and service-level objectives") its mixed results too, as what they
+are: a win up to (or from) the crossover, never a plain win nor a plain regression.
 
 A win is the result's own value and delta; a mixed result's (and an improved result's with
 levels) is its largest improvement at a level whose SLO is met, with that `load`, and a mixed

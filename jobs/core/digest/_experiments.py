@@ -1,7 +1,7 @@
-"""A sweep and its confirmation are one experiment (SPEC.md "A sweep and its confirmation are one
-experiment"), pure: the confirmation batch re-runs the sweep's best point against the baseline,
-and whatever a person reads (history, the digest, the trend) counts the two once, as the batch
-that person started.
+"""A sweep and its confirmation are one experiment (docs/contracts.md "A sweep and its confirmation
+are one experiment"), pure: the confirmation batch re-runs the sweep's best point against the
+baseline, and whatever a person reads (history, the digest, the trend) counts the two once, as the
+batch that person started.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
-"""Comparison of two batches level by level (SPEC.md "Load levels and service-level objectives"):
-when both batches ran the same load levels, each approach's row adds its levels, each with
-both verdicts and the change of its median at that level, beyond noise by the same rule as the
-row's (`jobs.core.digest`). Batches with different levels are compared at their lowest level
-only (the records' own metrics), with a warning that says so.
+"""Comparison of two batches level by level (docs/contracts.md "Load levels and service-level
+objectives"): when both batches ran the same load levels, each approach's row adds its levels, each
+with both verdicts and the change of its median at that level, beyond noise by the same rule as the
+row's (`jobs.core.digest`). Batches with different levels are compared at their lowest level only
+(the records' own metrics), with a warning that says so.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The report's load levels and SLO (SPEC.md "Load levels and service-level objectives").
+"""The report's load levels and SLO (docs/contracts.md "Load levels and service-level objectives").
 
 What a batch judged level by level (jobs.core.levels) adds to its report: the levels and the SLO,
 each result's `by_load` and `crossover`, the baseline's `by_load`, and a key achievement that

@@ -1,5 +1,5 @@
-"""Load levels in words (SPEC.md "Load levels and service-level objectives"): what every surface
-says of a report's `loads` and `slo`, of a result's `by_load` and of the baseline's.
+"""Load levels in words (docs/contracts.md "Load levels and service-level objectives"): what every
+surface says of a report's `loads` and `slo`, of a result's `by_load` and of the baseline's.
 
 A level's cell is its short load, its verdict and delta, and what broke the SLO there:
 `c=16 regressed +60.0% (p99_ttft_ms 1420 ms > 1000 ms)`; a row is the cells joined with " · ".
@@ -173,7 +173,7 @@ def level_summary(result: Mapping[str, Any]) -> str:
 
 
 def at_lowest(result: Mapping[str, Any]) -> str:
-    """' at c=1' after a leveled result's value (the lowest level's, SPEC.md), else ''."""
+    """' at c=1' after a leveled result's value (the lowest level's, docs/contracts.md), else ''."""
     entries = result.get("by_load") or []
     if not entries or result.get("value") is None:
         return ""

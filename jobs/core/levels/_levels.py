@@ -1,4 +1,4 @@
-"""Verdicts that hold under load (SPEC.md "Load levels and service-level objectives").
+"""Verdicts that hold under load (docs/contracts.md "Load levels and service-level objectives").
 
 Each level of an approach's run is judged by the verdict rules (jobs.core.verdicts) against the
 baseline at the same level, then by the SLO: only the approach breaking a limit makes the level

@@ -1,4 +1,4 @@
-"""Whether one run met a batch's SLO at every load level (SPEC.md "Load levels and
+"""Whether one run met a batch's SLO at every load level (docs/contracts.md "Load levels and
 service-level objectives"), straight from its record: what a sweep searches under.
 
 A level meets the SLO when it ran to the end (`status` ok) and the median of every SLO key's

@@ -1,6 +1,6 @@
 """What a sweep's recorded points measured: one value per point, and, under an SLO, whether the
-point met it at every load level (SPEC.md "Sweeps and search", "Load levels and service-level
-objectives").
+point met it at every load level (docs/contracts.md "Sweeps and search", "Load levels and
+service-level objectives").
 
 **The value a sweep maximises** (or minimises, for a lower-is-better metric). Without load
 levels it is the median of the batch's metric, as it always was. With load levels it is the
@@ -10,8 +10,8 @@ weighs the same whatever its scale (the throughput at 64 concurrent requests doe
 one at 1), and `sweep.best.delta_pct` against the baseline's value, taken the same way, is the
 point's mean relative change over the levels. A point with a level that measured nothing (or a
 non-positive median) has no value: it counts as failed, as a point without a sample always has.
-The report's per-result `value` stays the lowest level's (SPEC.md); only the sweep's search, its
-best point and its winner use this value.
+The report's per-result `value` stays the lowest level's (docs/contracts.md); only the sweep's
+search, its best point and its winner use this value.
 
 **Feasibility.** Under an SLO a point is feasible when it met the SLO at every level
 (jobs.core.levels): every level ran and every SLO key's median is within its limit. The search

@@ -1,4 +1,5 @@
-"""A batch plan: a preset resolved, as plain data (SPEC.md's resolution is `jobs.core.plans`').
+"""A batch plan: a preset resolved, as plain data (docs/contracts.md's resolution is
+`jobs.core.plans`').
 
 The plan is what travels: stored with its batch, sent through the broker as JSON
 (`BatchPlan.to_dict`, `to_plan`), read by the worker that runs it. Its configurations are
@@ -42,7 +43,8 @@ class BatchPlan:
     warnings: tuple[str, ...] = ()
     sweep: SweepPlan | None = None
     confirms: str | None = None  # a confirmation batch: the sweep batch whose winner it re-runs
-    rerun_known: bool = False  # start known dead ends anyway (SPEC.md "Memory across batches")
+    # start known dead ends anyway (docs/contracts.md "Memory across batches")
+    rerun_known: bool = False
     warmup: bool = True  # one unmeasured bench pass before the repetitions (Preset.warmup)
     # {knob: [levels, lowest first]}: every server benchmarked at each (jobs.core.plans)
     loads: dict[str, list[Any]] | None = None

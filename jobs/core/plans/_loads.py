@@ -1,4 +1,5 @@
-"""Load levels and service-level objectives (SPEC.md "Load levels and service-level objectives").
+"""Load levels and service-level objectives (docs/contracts.md "Load levels and service-level
+objectives").
 
 A preset's `loads` names one bench knob (`max-concurrency` or `request-rate`) and its levels;
 each configuration's server starts once and is benchmarked at every level, lowest first. Its

@@ -1,7 +1,7 @@
 """Batch plans: a preset resolved into one configuration per run (baseline first).
 
-Resolution follows SPEC.md: an approach inherits the baseline, then its `extends` chain, then
-its own settings; its declared change is what it sets or inherits, or with `declares` only the
+Resolution follows docs/contracts.md: an approach inherits the baseline, then its `extends` chain,
+then its own settings; its declared change is what it sets or inherits, or with `declares` only the
 listed knobs plus its chain's; `--set` applies to every configuration alike. The plan itself
 (`BatchPlan`, `to_plan`) is `jobs.core.plans`'s, re-exported here.
 """
@@ -80,7 +80,7 @@ def resolve(
     _check_noise(preset, reps=reps or preset.reps)
     _check_overrides(preset, overrides)
     env_knobs = _env_knobs(preset)
-    for knob, value in overrides.items():  # SPEC.md: secrets stay references
+    for knob, value in overrides.items():  # docs/contracts.md: secrets stay references
         if knob in env_knobs or knob.isupper():
             if is_literal_secret(knob, value):
                 raise KnobError(f"--set {literal_secret_reason(knob)}")
@@ -201,7 +201,7 @@ def confounds(
         for knob in sorted(set(ours) | set(theirs)):
             if knob in declared or _same(ours.get(knob), theirs.get(knob)):
                 continue
-            # SPEC.md: a secret-looking environment variable's value is never shown.
+            # docs/contracts.md: a secret-looking environment variable's value is never shown.
             secret = is_env and is_secret_name(knob)
             found.append(
                 (knob, _show(ours.get(knob), secret=secret), _show(theirs.get(knob), secret=secret))

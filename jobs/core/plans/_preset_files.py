@@ -1,4 +1,4 @@
-"""A preset file read as untrusted input (SPEC.md "Any file is input").
+"""A preset file read as untrusted input (docs/contracts.md "Bounded work and any file").
 
 Whatever the path holds (a binary, another encoding, a huge file, YAML nested thousands of levels
 deep) is one PresetError line, exit 2, never an internal error: `read_preset_text` reads at most
@@ -18,7 +18,7 @@ from jobs.errors import PresetError
 
 def read_preset_text(path: Path) -> str:
     """A preset file's text; one PresetError line for a file that is no UTF-8 text (binary,
-    another encoding), larger than MAX_PRESET_BYTES, or unreadable (SPEC.md "Any file is
+    another encoding), larger than MAX_PRESET_BYTES, or unreadable (docs/contracts.md "Any file is
     input"). A UTF-8 byte-order mark is dropped."""
     try:
         with path.open("rb") as handle:

@@ -1,4 +1,4 @@
-"""A preset's typed, frozen models (SPEC.md's format): what a preset file reads into.
+"""A preset's typed, frozen models (docs/contracts.md's format): what a preset file reads into.
 
 pydantic validates every key (an unknown one is an error) and the engine against the registered
 ones (`jobs.core.engine_info`); `jobs.core.plans` finds and reads the files and turns a
@@ -80,11 +80,12 @@ class Preset(_Frozen):
     baseline: Config
     approaches: tuple[Approach, ...] = ()  # none at all only when the preset has a sweep
     sweep: Sweep | None = None
-    # SPEC.md "Load levels and service-level objectives": checked by jobs.core.plans, whose
-    # messages name the key (typed loosely here so that a bad level is its error, not pydantic's)
+    # docs/contracts.md "Load levels and service-level objectives": checked by jobs.core.plans,
+    # whose messages name the key (typed loosely here so that a bad level is its error, not
+    # pydantic's)
     loads: dict[str, Any] | None = None
     slo: dict[str, Any] | None = None
-    # SPEC.md "Evidence for the why": what the worker measures before the servers
+    # docs/contracts.md "Evidence for the why": what the worker measures before the servers
     evidence: tuple[Literal["collectives"], ...] = ()
     source: str = Field(default="", exclude=True)
 

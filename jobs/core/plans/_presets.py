@@ -1,4 +1,5 @@
-"""Presets: YAML files in `config/presets/`, loaded into typed, frozen models (SPEC.md's format).
+"""Presets: YAML files in `config/presets/`, loaded into typed, frozen models (docs/contracts.md's
+format).
 
 Loading validates every key; an error names the file, the key and, where YAML tells it, the line.
 The models are `jobs.core.plans`', the knobs `--set` never changes

@@ -3,7 +3,7 @@ config/failure_rules.yaml).
 
 Every problem is one PresetError line that starts with `where` (the file, the rule's name and
 its line, as `jobs.core.rules` gives them): an unknown or missing key, a value of the wrong
-type, a bad regex, a tag that is not SPEC.md's, a key that is not for the rule's kind.
+type, a bad regex, a tag that is not docs/contracts.md's, a key that is not for the rule's kind.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The failure rules as data, and how they match a log (SPEC.md, "Verdict rules").
+"""The failure rules as data, and how they match a log (docs/contracts.md, "Verdict rules").
 
 A `RuleSet` holds cause rules in the precedence of their tags, the `ignore` patterns of
 boilerplate lines, and the fallback rules; `classify` finds the first cause rule matching a
@@ -168,8 +168,8 @@ class RuleSet:
 def cause_of(
     *, log_tail: str | None, status: str, rules: RuleSet, exit_code: int | None = None
 ) -> tuple[str, str]:
-    """The cause tag of a failed run and the line that shows it (SPEC.md's rule 2). A crash
-    whose process was killed by a signal (`exit_code` -11: SIGSEGV) names the signal."""
+    """The cause tag of a failed run and the line that shows it (docs/contracts.md's rule 2). A
+    crash whose process was killed by a signal (`exit_code` -11: SIGSEGV) names the signal."""
     text = log_tail or ""
     match = rules.classify(text)
     if match is not None:

@@ -1,4 +1,4 @@
-"""Failure rules: the cause of a failed run, read from its log (SPEC.md, "Verdict rules").
+"""Failure rules: the cause of a failed run, read from its log (docs/contracts.md, "Verdict rules").
 
 `config/failure_rules.yaml` lists rules in the precedence of their tags; the first rule that
 matches any line of a log tail gives the cause and `why` quotes that line. Lines matching the
@@ -10,7 +10,7 @@ also match. Fatal rules let the live log watcher stop a server that can only die
 Rules of `kind: fallback` name no cause: they match lines where the server says a feature is not
 supported and carries on with the default path. A run whose declared change touches one of the
 rule's `knobs` (any knob when it lists none) and that logged such a line did not test its
-hypothesis (SPEC.md's engine contracts): `fallback_line` finds the line.
+hypothesis (docs/contracts.md's engine contracts): `fallback_line` finds the line.
 
 Each engine may ship its own rules beside its facts (`engines/<name>/failure_rules.yaml`, found by
 folder: this module names no engine). `load_rules()` merges them with the shared file into one
@@ -77,9 +77,9 @@ def load_rules(path: Path | None = None) -> RuleSet:
 def merge_rules(parts: Sequence[tuple[str, RuleSet]]) -> RuleSet:
     """One RuleSet of several files' (source, rules), the shared file first.
 
-    Cause rules are ordered by SPEC.md's tag precedence, stably: within a tag, the files' order
-    and each file's own. Ignore patterns and fallback rules are concatenated in the files' order.
-    A rule name used in two files is a PresetError naming both."""
+    Cause rules are ordered by docs/contracts.md's tag precedence, stably: within a tag, the files'
+    order and each file's own. Ignore patterns and fallback rules are concatenated in the files'
+    order. A rule name used in two files is a PresetError naming both."""
     seen: dict[str, str] = {}
     for source, ruleset in parts:
         for rule in (*ruleset.rules, *ruleset.fallbacks):

@@ -1,4 +1,4 @@
-"""A sweep's grid as a lazy sequence of points (SPEC.md "Batch lifecycle and limits").
+"""A sweep's grid as a lazy sequence of points (docs/contracts.md "Every batch ends").
 
 A grid of k knobs is a mixed-radix number: point p's index in knob j is p's j-th digit, the last
 knob varying fastest (grid order). Any point is made on demand from its position, its index or

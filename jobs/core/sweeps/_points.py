@@ -1,5 +1,5 @@
-"""A sweep's points as configurations, made on demand (SPEC.md "Sweeps and search", "Bounded
-work").
+"""A sweep's points as configurations, made on demand (docs/contracts.md "Sweeps and search",
+"Bounded work").
 
 A point runs its parent's configuration (the baseline's, or the approach the sweep extends) with
 the point's knob values: a flag layered on the server args (`false`/null removes it), an

@@ -1,5 +1,5 @@
-"""A sweep against the approach it started from (SPEC.md "A sweep and its confirmation are one
-experiment"): a sweep that `extends` an approach searches around it, so its best point is worth
+"""A sweep against the approach it started from (docs/contracts.md "A sweep and its confirmation are
+one experiment"): a sweep that `extends` an approach searches around it, so its best point is worth
 something only if it beats that approach, not merely the baseline.
 
 `vs_parent` is `sweep.best.vs_parent` of the report: the best point's value against its

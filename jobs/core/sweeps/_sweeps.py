@@ -1,5 +1,5 @@
-"""Sweeps (SPEC.md "Sweeps and search"): a grid of knob values searched on top of the baseline or
-of one approach, each point an approach named `NAME@K=V,K=V`.
+"""Sweeps (docs/contracts.md "Sweeps and search"): a grid of knob values searched on top of the
+baseline or of one approach, each point an approach named `NAME@K=V,K=V`.
 
 `Sweep` is the preset's `sweep` key as written; `sweep_problems` lists what is wrong with one
 (each with the key it concerns, for a one-line error), a grid over the size limit first, found
@@ -178,10 +178,10 @@ def sweep_section(
     confirmation: Mapping[str, Any] | None,
     feasible: Callable[[str], bool] | None = None,
 ) -> dict[str, Any]:
-    """The report's `sweep` key (SPEC.md): the grid's size, what was measured, the best point
-    and the confirmation's verdict. `measured` counts the points that got a server; the best
-    may be the baseline-equal point, measured by the baseline itself. Under an SLO, `feasible`
-    says which points may be the best (jobs.core.levels: met at every level)."""
+    """The report's `sweep` key (docs/contracts.md): the grid's size, what was measured, the best
+    point and the confirmation's verdict. `measured` counts the points that got a server; the best
+    may be the baseline-equal point, measured by the baseline itself. Under an SLO, `feasible` says
+    which points may be the best (jobs.core.levels: met at every level)."""
     values = dict(measured)
     if sweep.same_as_baseline is not None:
         values[sweep.same_as_baseline] = base_value

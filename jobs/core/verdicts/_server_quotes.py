@@ -1,5 +1,5 @@
-"""What the engine's own figures say about a result (SPEC.md "Evidence for the why", server
-metrics): sentences for a `why` from the records' `server_metrics`.
+"""What the engine's own figures say about a result (docs/contracts.md "Evidence for the why",
+server metrics): sentences for a `why` from the records' `server_metrics`.
 
 Two figures explain a result often enough to be quoted: a KV cache that was full while a run
 that regressed, failed or changed a memory knob ran (the engine queued requests it could not

@@ -1,4 +1,4 @@
-"""Verdicts: what one approach did against the batch's baseline (SPEC.md's verdict rules).
+"""Verdicts: what one approach did against the batch's baseline (docs/contracts.md's verdict rules).
 
 Pure functions over run records. The order of the rules is the order of the checks below:
 cancelled/skipped, failed, inconclusive (failed baseline, confound, fingerprint drift, a fallback

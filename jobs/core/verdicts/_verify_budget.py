@@ -1,4 +1,4 @@
-"""The verify-time budget in the why (SPEC.md "Evidence for the why"): how much of one
+"""The verify-time budget in the why (docs/contracts.md "Evidence for the why"): how much of one
 draft+verify cycle the all-reduces take, against what the cycle may take.
 
 With a record's `evidence` (the model's all-reduces per step and their measured latency at the

@@ -1,4 +1,4 @@
-"""The local engine's load levels (SPEC.md "Load levels and service-level objectives").
+"""The local engine's load levels (docs/contracts.md "Load levels and service-level objectives").
 
 The child serves `max-concurrency` requests at once (`jobs.engines.local.serving`): plain greedy
 decoding as one batch, assisted and prompt-lookup decoding one after another (batch size 1 in

@@ -1,5 +1,5 @@
 """The SGLang engine: `python -m sglang.launch_server` per configuration, `sglang.bench_serving`
-per repetition (SPEC.md "SGLang engine contract"), its flags checked against the installed
+per repetition (docs/contracts.md "SGLang engine contract"), its flags checked against the installed
 release, renamed knobs spelled for it, and its failure rules."""
 
 from __future__ import annotations

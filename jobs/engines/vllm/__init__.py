@@ -1,7 +1,7 @@
-"""The vLLM engine (SPEC.md "vLLM engine"): `vllm serve MODEL` per configuration, `vllm bench
-serve --save-result` per repetition, mappings passed as JSON, ready on `/health`, the accept
-length from the result or the server's `vllm:spec_decode_*` counters, its flags checked against
-the installed release's own parser, and vLLM's failure rules."""
+"""The vLLM engine (docs/contracts.md "vLLM engine"): `vllm serve MODEL` per configuration, `vllm
+bench serve --save-result` per repetition, mappings passed as JSON, ready on `/health`, the accept
+length from the result or the server's `vllm:spec_decode_*` counters, its flags checked against the
+installed release's own parser, and vLLM's failure rules."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""The vLLM engine (SPEC.md "vLLM engine"): `vllm serve MODEL` per configuration, `vllm bench
-serve` per repetition.
+"""The vLLM engine (docs/contracts.md "vLLM engine"): `vllm serve MODEL` per configuration, `vllm
+bench serve` per repetition.
 
 The run itself is the served engines' (`jobs.engines.served`); what is vLLM's own: the preset's
 `model` is the positional model tag (never a flag), a mapping is passed as JSON

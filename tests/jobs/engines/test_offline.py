@@ -1,5 +1,5 @@
-"""The shipped presets run on a host with no internet (SPEC.md "Real SGLang": no dataset or
-model download at run time).
+"""The shipped presets run on a host with no internet (docs/contracts.md "Real SGLang": no dataset
+or model download at run time).
 
 Every child process gets a `sitecustomize` that refuses, and writes down, any connection to an
 address other than loopback: a preset whose engine reached for the Hub would fail here, and the

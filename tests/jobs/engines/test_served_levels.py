@@ -1,5 +1,5 @@
-"""Load levels in the served engines (SPEC.md "Load levels and service-level objectives"), on the
-SGLang and vLLM stand-ins: one server per configuration whatever the number of levels, every
+"""Load levels in the served engines (docs/contracts.md "Load levels and service-level objectives"),
+on the SGLang and vLLM stand-ins: one server per configuration whatever the number of levels, every
 level in the record, and the levels a killed run finished taken from its checkpoint."""
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Every repetition is a measurement of its own (SPEC.md "Real SGLang"), on the stand-in."""
+"""Every repetition is a measurement of its own (docs/contracts.md "Real SGLang"), on the
+stand-in."""
 
 from __future__ import annotations
 

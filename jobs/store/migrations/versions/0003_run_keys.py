@@ -1,4 +1,4 @@
-"""Known dead ends (SPEC.md "Memory across batches"): each run's configuration and stack keys,
+"""Known dead ends (docs/contracts.md "Memory across batches"): each run's configuration and stack keys,
 indexed, so that a batch finds an earlier failure of the same configuration in one query.
 
 Revision ID: 0003
