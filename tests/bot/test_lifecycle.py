@@ -1,4 +1,4 @@
-"""Every batch ends (docs/contracts.md "Batch lifecycle and limits", issue 19 item 1, issue 20 item
+"""Every batch ends (docs/contracts.md "Every batch ends", issue 19 item 1, issue 20 item
 5): a real `specbench run` stopped by SIGTERM, SIGHUP or kill -9 mid-batch, the console's Ctrl-C,
 and `cancel` of a batch whose runner is dead, on the stand-in SGLang. Afterwards no process of the
 batch is left (by tag and by process group) and no batch is queued or running."""

@@ -1,4 +1,4 @@
-"""Secrets stay references (issue 19, item 4; docs/contracts.md "Batch lifecycle and limits").
+"""Secrets stay references (issue 19, item 4; docs/contracts.md "Every batch ends").
 
 A preset's env value `${NAME}` reaches the server as the worker's NAME, read when the server
 starts; the store, the plan, the events, the logs, the CLI's output and Slack keep `${NAME}`.

@@ -1,4 +1,4 @@
-"""Bounded work and any file as input (docs/contracts.md "Batch lifecycle and limits", issue 19
+"""Bounded work and any file as input (docs/contracts.md "Bounded work and any file", issue 19
 items 2 and 3), through the real `specbench` command line: a grid over SPECBENCH_MAX_POINTS is
 refused at once in little memory, a 4,096-point adaptive sweep with a budget of 2 runs to its end on
 the stand-in SGLang, every number a user types has an upper bound its message names, and a preset or

@@ -1,4 +1,4 @@
-"""A confounded approach's twin (docs/contracts.md "Next steps"): another run of the same batch
+"""A confounded approach's twin (docs/contracts.md "Verdict rules"): another run of the same batch
 whose configuration is the confounded one with every confounding knob at the baseline's value,
 which is what a retry would run. When the batch measured it (a sweep's point, or an approach
 that happens to equal it), the report says so and uses that measurement instead of asking for
