@@ -35,7 +35,9 @@ def run() -> dict[str, str]:
     closing = [at for at, text in times if f" {CLOSING}: " in text]
     batch_end = next(at for at, text in times if text.startswith("batch ") and
                      text.endswith(" done"))
-    sweep_end = max(at for at, text in times if not text.startswith("confirmation"))
+    # the sweep batch's own part: until its confirmation batch starts
+    sweep_end = min((at for at, text in times if text.startswith("confirmation")),
+                    default=batch_end)
     report = json.loads(done.stdout)
     spent = max(closing) - min(closing)
     return {
