@@ -390,9 +390,6 @@ def test_a_batch_of_a_thousand_runs(store: Store) -> None:
         (i, make_record("b-7f3a9c", f"approach-{i:04d}", log_tail="x" * 2000, extra_key=i))
         for i in reversed(range(1000))
     ]
-    started = time.perf_counter()
-    store.put_records(records)
+    store.put_records(records)  # one transaction (its time: make bench, bench_store)
     back = store.records("b-7f3a9c")
-    elapsed = time.perf_counter() - started
     assert back == [record for _, record in sorted(records, key=lambda pair: pair[0])]
-    assert elapsed < 30, f"1,000 runs took {elapsed:.1f}s"

@@ -71,7 +71,6 @@ def test_a_forked_child_leads_its_session_with_exactly_its_environment(
 ) -> None:
     env = {k: v for k, v in os.environ.items() if k != "HOME"}
     env["SPECBENCH_TEST_MARK"] = "forked"
-    began = time.monotonic()
     group = start(launcher, tmp_path, SHOW, env=env)
     assert isinstance(group, ForkedGroup) and launcher.forked == 1
     shown = json.loads(finished(group)[-1])
@@ -81,7 +80,6 @@ def test_a_forked_child_leads_its_session_with_exactly_its_environment(
     second = start(launcher, tmp_path, SHOW, env=env)
     assert isinstance(second, ForkedGroup) and launcher.forked == 2
     assert json.loads(finished(second)[-1])["ppid"] == shown["ppid"]  # the same warm server
-    assert time.monotonic() - began < 10
 
 
 def test_another_environment_gets_a_server_of_its_own(launcher: Launcher, tmp_path: Path) -> None:
