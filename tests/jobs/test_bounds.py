@@ -115,10 +115,8 @@ def test_a_million_point_sweep_is_refused_at_once_in_little_memory(
     line = refused(done, tmp_path)
     assert "1,048,576 points" in line and "at most 10,000" in line, line
     assert "SPECBENCH_MAX_POINTS" in line and f"{path}:" in line
-    # The whole CLI process, interpreter start-up included: under a second of CPU (wall time
-    # with a generous margin, the machine is shared) and far from the 15 GB of the issue.
-    assert done.cpu_s < 1.0, done
-    assert done.wall_s < 5.0, done
+    # The whole CLI process, interpreter start-up included: far from the 15 GB of the issue
+    # (the grid is never built); its time is make bench's (bench_sweep_bounds).
     assert done.peak_mb < 300, done
 
 
