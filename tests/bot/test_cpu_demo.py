@@ -1,10 +1,12 @@
-"""The newcomer's demo (issue 21 item 4), as `make demo` runs it: `specbench run cpu-demo` twice
-in a row, each in a data dir of its own, and the verdicts of the two compared approach by
-approach (the sweep's points are left out: Optuna chooses them from what it measures; its
-confirmed outcome is compared instead). Each run is also a whole batch of the real local engine
-(a tiny Llama through transformers, forked from its warm server), start to report. The demo's
-second half, cpu-loads, has a file of its own (test_cpu_loads_demo.py) so that the two pairs
-of runs, minutes each, go to different pytest-xdist workers."""
+"""The newcomer's demo (issue 21 item 4), as `make demo` runs it: `specbench run cpu-demo`, a
+whole batch of the real local engine (a tiny Llama through transformers, forked from its warm
+server), start to report, with its sweep and the sweep's confirmation. What the test holds is what
+no machine's speed changes: every configuration ran and got a verdict, the deterministic ones
+(a refused flag, a confound) are what they must be, the baseline was measured first and last,
+and every step showed while it ran. Which approach is faster is a measurement, and a busy machine
+moves it: make bench (bench_demo) runs the demo twice and compares the verdicts approach by
+approach. The demo's second half, cpu-loads, has a file of its own (test_cpu_loads_demo.py), so
+that the two go to different pytest-xdist workers."""
 
 from __future__ import annotations
 
@@ -36,11 +38,25 @@ def demo(data: Path, preset: str = "cpu-demo") -> tuple[dict[str, Any], str]:
 
 
 @pytest.mark.timeout(900)
-def test_two_consecutive_demos_give_the_same_verdict_for_every_approach(tmp_path: Path) -> None:
+def test_the_demo_runs_every_configuration_to_a_verdict(tmp_path: Path) -> None:
     report, progress = demo(tmp_path / "first")
-    first = verdicts(report)
-    second = verdicts(demo(tmp_path / "second")[0])
-    assert first == second
-    assert first["prompt-lookup"] == "improved"
-    assert first["sweep winner's confirmation"] == "improved"
-    assert "confirmation" in progress  # every step is visible while it runs, the confirmation too
+    found = verdicts(report)
+    results = {r["approach"]: r for r in report["results"]}
+    # deterministic, whatever the machine's speed: a flag combination the engine refuses, and
+    # the second thread that slipped in with prompt-lookup-3gram's change
+    assert (results["draft-own-vocab"]["verdict"], results["draft-own-vocab"]["cause"]) == (
+        "failed", "bad-config")
+    assert found["prompt-lookup-3gram"] == "inconclusive"
+    assert "threads differs from the baseline (2 vs 1)" in results["prompt-lookup-3gram"]["why"]
+    # measured: each a verdict of a measurement, its value known
+    for name in ("draft-1-layer", "draft-2-layers", "prompt-lookup"):
+        assert found[name] in ("improved", "regressed", "unchanged", "inconclusive"), found
+        assert results[name]["value"] is not None
+    assert report["baseline"]["bracket"][1] is not None  # measured first and again last
+    assert report["ran"] == {"reps": 3, "starts": 1, "bracket": True, "warmup": True}
+    sweep = report["sweep"]
+    assert sweep["measured"] == 5 and sweep["best"] is not None
+    assert sweep["confirmation"] is None or sweep["confirmation"]["verdict"] is not None
+    # every step is visible while it runs: each configuration, the closing bracket, the sweep
+    for step in ("baseline: launching", "prompt-lookup: launching", "baseline (last): launching"):
+        assert step in progress, step
