@@ -60,7 +60,7 @@ def execute_bisect(row: BatchRow, *, store: Store, sink: EventSink, execute: Exe
     plan, host = row.plan, socket.gethostname()
     asked = dict(plan.bisect or {})
     try:
-        fingerprints, candidates = _candidates(plan, good=asked["from"], bad=asked["to"])
+        fingerprints, names = candidates(plan, good=asked["from"], bad=asked["to"])
     except UserError as exc:
         error = f"the bisection cannot run on {host}: {exc}"[:500]
         store.set_state(row.id, "refused", host=host, error=error)
@@ -71,9 +71,9 @@ def execute_bisect(row: BatchRow, *, store: Store, sink: EventSink, execute: Exe
     sink.emit(make_event("batch.started", row.id, host=host, queue=row.queue, approaches=[],
                          reps=plan.reps, warmup=plan.warmup, metric=plan.metric,
                          warnings=list(plan.warnings), preset=plan.preset, sweep=None,
-                         confirms=None))
+                         confirms=None, bisect={**asked, "stacks": names[:-1]}))
     found: dict[str, Any] = {**asked, "approach": asked["approach"], "metric": plan.metric,
-                             "stacks": [s for s in candidates[:-1]], "measured": [],
+                             "stacks": names[:-1], "measured": [],
                              "ends": None, "first": None, "text": "", "needs": None}
     part = _Parts(row, store=store, sink=sink, execute=execute, new_id=new_id)
     before, after = asked.get("before"), asked.get("after")
@@ -87,7 +87,7 @@ def execute_bisect(row: BatchRow, *, store: Store, sink: EventSink, execute: Exe
         before, after = ends["before"], ends["after"]
         found.update(before=before, after=after)
     judge = by_values(before=float(before), after=float(after))
-    state = Bisection(tuple(candidates))
+    state = Bisection(tuple(names))
     found["max_batches"] = state.max_batches
     while (stack := state.next_stack()) is not None and not cancelled():
         value, batch = part.value_on(stack)
@@ -103,7 +103,7 @@ def execute_bisect(row: BatchRow, *, store: Store, sink: EventSink, execute: Exe
         diff = stack_diff(fingerprints[previous], fingerprints[state.first], engine=plan.engine)
         found.update(first=state.first, previous=previous, diff=diff)
         found["text"] = f"first {found['direction']} on {state.first}: {diff_text(diff)}"
-        if len(candidates) == 1:
+        if len(names) == 1:
             version_of = describe(plan.engine).version_key
             found["needs"] = needed(diff, version_of=version_of)
             found["text"] = (f"no stacks between {asked['from']} and {asked['to']}: the change "
@@ -114,7 +114,7 @@ def execute_bisect(row: BatchRow, *, store: Store, sink: EventSink, execute: Exe
     return _finish(row, store=store, sink=sink, found=found, cancelled=cancelled())
 
 
-def _candidates(plan: BatchPlan, *, good: str, bad: str
+def candidates(plan: BatchPlan, *, good: str, bad: str
                 ) -> tuple[dict[str, dict[str, Any]], list[str]]:
     """Each stack's fingerprint (its own interpreter's) and the candidates after `good` up to
     `bad`, in version order."""

@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from jobs.batches.bisecting import candidates
 from jobs.batches.planning import plan_batch
 from jobs.batches.values import check_values
 from jobs.commands.context import Context
@@ -62,6 +63,8 @@ def plan(ctx: Context, args: BisectArgs) -> BatchPlan:
         if args.good == args.bad:
             raise UserError(f"--from and --to are the same stack ({args.good}): nothing to "
                             "bisect")
+    if embedded:  # this process is the worker: its stacks in order, --from before --to
+        candidates(planned, good=args.good, bad=args.bad)
     return planned
 
 

@@ -68,7 +68,7 @@ def stack_diff(before: Mapping[str, Any], after: Mapping[str, Any], *,
 
 
 def diff_text(diff: Sequence[Mapping[str, Any]]) -> str:
-    """A stack diff in words: "sglang 0.5.20 → 0.5.21; torch 2.8.0 → 2.9.0"."""
+    """A stack diff in words: "<engine> 0.5.20 → 0.5.21; torch 2.8.0 → 2.9.0"."""
     if not diff:
         return "the same stack"
     return "; ".join(f"{d['key']} {d['before']} → {d['after']}" for d in diff)

@@ -2,12 +2,12 @@
 side by side, read as untrusted input.
 
 ```yaml
-sglang-0.5.19: {engine: sglang, python: /opt/sglang-0.5.19/bin/python, env: {CUDA_HOME: ...}}
+NAME: {engine: ENGINE, python: /opt/ENGINE-VERSION/bin/python, env: {CUDA_HOME: ...}}
 ```
 
 Each entry is a name (letters, digits, `.`, `_`, `-`, `+`) and its `engine` (a registered engine
 that runs in an interpreter of its own), its `python` and optionally its `env`: what the engine's
-interpreter setting (`$SPECBENCH_SGLANG_PYTHON`...) and the worker's environment are for the
+interpreter setting (its engine.yaml's `python_env`) and the worker's environment are for the
 host's one stack. Every problem is one StackError naming the file and the line; whether the
 interpreter runs is the engines' to check (jobs.engines.stack_check), where the batch runs.
 """

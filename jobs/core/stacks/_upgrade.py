@@ -1,9 +1,8 @@
 """An upgrade check's judgement (docs/contracts.md "Stacks"): each configuration on the new stack
 against itself on the current one, by the verdict rules (level by level where there are load
 levels), the dead ends the new stack re-opens and fixes, and the one line that ends the report:
-"sglang-0.5.23 is faster for 3 of 4 configurations (eagle3 +6.2%), slower for
-cudagraph-capture-128 (−4.0%), and breaks eagle3-nccl-tree (bad-config: --enable-nccl-nvls was
-removed)".
+"NEW is faster for 3 of 4 configurations (eagle3 +6.2%), slower for cudagraph-capture-128
+(−4.0%), and breaks eagle3-nccl-tree (bad-config: --enable-nccl-nvls was removed)".
 
 The stack is the change under test: its engine, torch, CUDA and NCCL versions differ by design,
 so they are no drift; the host's own (GPU, count, driver) still are. A knob a release spells
