@@ -36,6 +36,7 @@ from jobs.core.verdicts import is_better
 from jobs.engines.stack_check import check_stack
 from jobs.errors import UserError
 from jobs.store import TERMINAL_STATES, Store
+from jobs.store.experiments import part_key
 
 Execute = Callable[[str, EventSink], dict[str, Any]]  # a part's batch id and sink -> its report
 
@@ -143,7 +144,7 @@ class _Parts:
         made, _ = self.store.create_batch(
             batch_id=self.new_id(), preset=plan.preset, engine=plan.engine, queue=plan.queue,
             requested_by=self.row.requested_by, plan=plan, channel=None,
-            idempotency_key=f"{self.row.id}/bisect/{key}")
+            idempotency_key=part_key(self.row.id, key))
         if made.state in TERMINAL_STATES and made.report:
             return made.id, made.report
         return made.id, self.execute(made.id, PartRelay(self.sink, batch=self.row.id,

@@ -195,3 +195,25 @@ def test_the_line_of_an_upgrade_that_changes_nothing_or_only_breaks() -> None:
     broken = [{"approach": "a", "outcome": "breaks", "delta_pct": None,
                "why": "out-of-memory: it ran out"}]
     assert summary_line(broken, against="new") == "new breaks a (out-of-memory: it ran out)"
+
+
+def test_an_upgrade_is_judged_level_by_level_where_there_are_loads() -> None:
+    def levels(low: list[float], high: list[float]) -> dict[str, object]:
+        return {"by_load": [
+            {"load": {"max-concurrency": 1}, "metrics": {"output_throughput": low}},
+            {"load": {"max-concurrency": 16}, "metrics": {"output_throughput": high}}]}
+
+    old = make_record("eagle3", samples=[100.0, 101.0], extra=levels([100.0, 101.0],
+                                                                     [200.0, 201.0]),
+                      fingerprint={**FINGERPRINT, "sglang": "0.5.20"})
+    new = make_record("eagle3", samples=[110.0, 111.0], extra=levels([110.0, 111.0],
+                                                                     [180.0, 181.0]),
+                      fingerprint={**FINGERPRINT, "sglang": "0.5.23"})
+    found = upgrade_section([old], [new], metric=Metric(), rules=load_rules(), engine="sglang",
+                            current="the current stack", against="sglang-0.5.23")
+    (result,) = found["results"]
+    assert result["outcome"] == "mixed"
+    assert [(e["load"], e["verdict"]) for e in result["by_load"]] == [
+        ({"max-concurrency": 1}, "improved"), ({"max-concurrency": 16}, "regressed")]
+    assert found["summary"] == ("sglang-0.5.23 is mixed for eagle3 (improved up to "
+                                "max-concurrency 1, regressed from 16)")
