@@ -264,6 +264,9 @@ def test_a_change_on_the_third_of_four_stacks_is_bisected_in_two_batches(host: S
     assert found["batches"] == 2 == found["max_batches"]
     assert servers(host) == ["0.5.21", "0.5.21", "0.5.20", "0.5.20"]  # baseline, eagle3 each
     assert "sglang-0.5.21: 2/2 eagle3: regressed" in done.stderr  # its parts' progress
+    bisection = json.loads(done.stdout)["batch"]
+    assert [b["batch"] for b in batches(root)] == [bisection]  # its parts are folded into it
+    assert specbench(root, "show").stdout.startswith(f"Bisect {bisection} (regress, eagle3, ")
     # with no stacks between, the reply names the stacks it would need, and runs nothing
     line = "bisect regress eagle3 --from sglang-0.5.21 --to sglang-0.5.23 --before 82 --after 60"
     alone = specbench(root, "console", "-c", line)
