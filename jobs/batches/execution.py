@@ -31,7 +31,7 @@ from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, load_rules
 from jobs.core.verdicts import Metric, Verdict
-from jobs.engines import flag_facts, get_engine
+from jobs.engines import flag_facts
 from jobs.engines.base import (
     Engine,
     PhaseCallback,
@@ -144,25 +144,9 @@ def execute_batch(
     except UserError as exc:
         return _refuse(store, sink, batch_id, host=socket.gethostname(), why=str(exc),
                        what="the batch cannot run")
-    made: list[Engine] = []  # made here, so closed here (a warm helper process goes)
-    if found.current is not None:
-        engine = stacks.engine_on(plan.engine, found.current)
-        made.append(engine)
-    elif engine is None and engine_for is not None:
-        engine = engine_for(plan.engine)
-    if engine is None:
-        engine = get_engine(plan.engine)
-        made.append(engine)
-    other = None if found.against is None else stacks.engine_on(plan.engine, found.against)
-    made += [other] if other is not None else []
-    try:
-        return _execute(row, store=store, sink=sink, should_stop=should_stop, engine=engine,
-                        shared=evidence, other=other)
-    finally:
-        for each in made:
-            close = getattr(each, "close", None)
-            if callable(close):
-                close()
+    with stacks.Engines(plan, found, given=engine, engine_for=engine_for) as engines:
+        return _execute(row, store=store, sink=sink, should_stop=should_stop,
+                        engine=engines.current, shared=evidence, other=engines.against)
 
 
 def _execute(row: BatchRow, *, store: Store, sink: EventSink,

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import os
 import shutil
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
 
 from jobs.core.engine_info import describe
 from jobs.core.plans import BatchPlan
@@ -88,3 +90,41 @@ def engine_on(engine: str, spec: StackSpec | None, *, default: Engine | None = N
     if spec is None and default is not None:
         return default
     return get_engine(engine, stack=spec)
+
+
+@dataclass
+class Engines:
+    """A batch's engines: on its current stack (the stack's, else `given`, else the caller's
+    `engine_for`, else one made here) and, for an upgrade check, on the stack it checks. Those
+    made here are closed here, when the batch ends (a warm helper process goes)."""
+
+    plan: BatchPlan
+    found: Stacks
+    given: Engine | None = None
+    engine_for: Callable[[str], Engine] | None = None
+    made: list[Engine] = field(default_factory=list)
+
+    def __enter__(self) -> Engines:
+        engine = self.plan.engine
+        if self.found.current is not None:
+            self.current = self._made(engine_on(engine, self.found.current))
+        elif self.given is not None:
+            self.current = self.given
+        elif self.engine_for is not None:
+            self.current = self.engine_for(engine)
+        else:
+            self.current = self._made(get_engine(engine))
+        self.against = None if self.found.against is None else self._made(
+            engine_on(engine, self.found.against))
+        return self
+
+    def _made(self, engine: Engine) -> Engine:
+        self.made.append(engine)
+        return engine
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        for each in self.made:
+            close = getattr(each, "close", None)
+            if callable(close):
+                close()
