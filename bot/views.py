@@ -35,6 +35,15 @@ def started(data: Started) -> str:
     text = f"batch {row.id} ({row.preset}) {verb}, position {position} on {row.queue}"
     if data.plan.probe is not None:
         text += f": {probe_asked(data.plan.probe)}"
+    if data.plan.bisect is not None:  # docs/contracts.md "Stacks"
+        asked = data.plan.bisect
+        text += (f": bisecting {asked['approach']} from stack {asked['from']} to "
+                 f"{asked['to']}")
+    elif data.plan.against is not None:
+        current = data.plan.stack or "the current stack"
+        text += f": an upgrade check, every configuration on {current} and on {data.plan.against}"
+    elif data.plan.stack is not None:
+        text += f", on stack {data.plan.stack}"
     if data.added:
         text += (f"; with {', '.join(data.added)}, which the retried approaches extend, so "
                  "each is judged against its parent again")

@@ -5,7 +5,8 @@
     │   ├── PresetError            unknown preset, invalid YAML, unknown key, dangling extends
     │   ├── KnobError              unknown or non-overridable knob in --set
     │   ├── RecordError            a malformed run record
-    │   └── SettingError           an environment variable specbench cannot use
+    │   ├── SettingError           an environment variable specbench cannot use
+    │   └── StackError             a stacks file that cannot be used, or a stack it lacks
     └── InfraError                 the infrastructure failed: exit 1
         ├── BrokerError            the broker cannot be reached
         └── EngineError            an engine could not be started at all
@@ -47,6 +48,11 @@ class RecordError(UserError):
 class SettingError(UserError):
     """A setting (SPECBENCH_BROKER_URL, SPECBENCH_DATA_DIR...) that cannot be used as it is:
     the message names the variable, its value (a password masked) and why."""
+
+
+class StackError(UserError):
+    """The host's stacks file (SPECBENCH_STACKS) that cannot be used, a stack it does not name,
+    or one whose interpreter does not run: the message names the file and the line."""
 
 
 class InfraError(SpecbenchError):

@@ -139,6 +139,12 @@ def max_points() -> int:
 DEFAULT_MAX_POINTS = 10_000
 
 
+def stacks_file() -> Path | None:
+    """SPECBENCH_STACKS: the host's stacks file (docs/contracts.md "Stacks"), or None: the host
+    has one stack per engine, its interpreter setting's."""
+    given = os.environ.get("SPECBENCH_STACKS", "").strip()
+    return Path(given).expanduser() if given else None
+
 
 
 def id_list(name: str) -> frozenset[str]:

@@ -21,6 +21,11 @@ option string (EnableDisableAction's hidden `--no-enable-x` included), nargs, ch
 parser (`int`, `optional:int`, `json`, `dataclass:CompilationConfig`, ...) and for a dataclass
 the keys it accepts, and SpeculativeConfig's keys. `--help=all` of both is kept verbatim.
 
+The stand-in also plays 0.34.0 (docs/contracts.md "Stacks": an upgrade check between two vLLM
+stacks; 0.34.0 adds flags and drops SpeculativeConfig's disable_padded_drafter_batch and
+use_heterogeneous_vocab). Made the same way with vllm==0.34.0 and torch==2.14.0 (its pin), with
+`--stand-in-only`: the type table stays 0.33.0's.
+
 Written: tests/standin/vllm/flags/<version>.json (compact), <version>.serve-help.txt,
 <version>.bench-serve-help.txt, and config/engines/vllm/flag_types.yaml (the same flags as
 jobs/engines/flag_types.py reads them, each with the file:line of the wheel's source that
@@ -280,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--python", required=True, help="the probe venv's interpreter")
     parser.add_argument("--src", type=Path, help="the unzipped wheel (for source lines)")
     parser.add_argument("--from-json", type=Path, help="skip the probe: render this flag set")
+    parser.add_argument("--stand-in-only", action="store_true",
+                        help="write the stand-in's files only, not the type table (a release "
+                             "the stand-in plays beside the one the type table is read from)")
     args = parser.parse_args(argv)
     data = json.loads(args.from_json.read_text()) if args.from_json else probe(args.python)
     version = data["version"]
@@ -289,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
         (OUT / f"{version}.serve-help.txt").write_text(help_text(args.python, "serve"))
         (OUT / f"{version}.bench-serve-help.txt").write_text(
             help_text(args.python, "bench", "serve"))
+    if args.stand_in_only:
+        print(f"wrote {OUT}/{version}.*")
+        return 0
     TYPES.parent.mkdir(parents=True, exist_ok=True)
     TYPES.write_text(render(data, args.src))
     print(f"wrote {OUT}/{version}.*, {TYPES}")

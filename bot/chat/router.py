@@ -21,6 +21,7 @@ from bot.thread.messages import Upload
 from jobs.batches.dispatch import Dispatcher, Submitted
 from jobs.commands import CHAT_COMMANDS as COMMANDS
 from jobs.commands import (
+    bisect,
     cancel,
     compare,
     digest,
@@ -102,19 +103,42 @@ class Router:
 
 
 def _run(args: list[str], ctx: Context, key: str | None) -> Reply:
-    usage = "run PRESET [--set KNOB=VALUE]... [--reps N] [--rerun-known]"
+    usage = ("run PRESET [--set KNOB=VALUE]... [--reps N] [--rerun-known] [--stack NAME] "
+             "[--against NAME]")
     rerun_known, args = _flag(args, "--rerun-known")
+    stack, args = _valued(args, "--stack", usage=usage)
+    against, args = _valued(args, "--against", usage=usage)
     preset, sets, reps, rest = parse_options(args, usage=usage)
     if len(rest) != 1:
         raise UserError(f"usage: {usage}")
     data = run.run(ctx, run.RunArgs(preset=preset, sets=sets, reps=reps,
-                                    rerun_known=rerun_known), idempotency_key=key)
+                                    rerun_known=rerun_known, stack=stack, against=against),
+                   idempotency_key=key)
     return _started(data)
 
 
 def _flag(args: list[str], flag: str) -> tuple[bool, list[str]]:
     """Whether `flag` (an option without a value) is among `args`, and the rest."""
     return flag in args, [a for a in args if a != flag]
+
+
+def _valued(args: list[str], flag: str, *, usage: str) -> tuple[str | None, list[str]]:
+    """The value of `flag NAME` (or `flag=NAME`), given at most once, and the other words."""
+    found: list[str] = []
+    rest: list[str] = []
+    words = iter(args)
+    for word in words:
+        option, eq, inline = word.partition("=")
+        if option != flag:
+            rest.append(word)
+            continue
+        value = inline if eq else next(words, None)
+        if not value or value.startswith("--"):
+            raise UserError(f"{flag} needs a value; usage: {usage}")
+        found.append(value)
+    if len(found) > 1:
+        raise UserError(f"{flag} is given {len(found)} times; give it once")
+    return (found[0] if found else None), rest
 
 
 def _retry(args: list[str], ctx: Context, key: str | None) -> Reply:
@@ -128,6 +152,31 @@ def _retry(args: list[str], ctx: Context, key: str | None) -> Reply:
                                             reps=reps, rerun_known=rerun_known),
                        idempotency_key=key)
     return _started(data)
+
+
+def _bisect(args: list[str], ctx: Context, key: str | None) -> Reply:
+    usage = ("bisect PRESET APPROACH --from STACK --to STACK [--before VALUE --after VALUE] "
+             "[--set KNOB=VALUE]... [--reps N]")
+    good, args = _valued(args, "--from", usage=usage)
+    bad, args = _valued(args, "--to", usage=usage)
+    before, args = _valued(args, "--before", usage=usage)
+    after, args = _valued(args, "--after", usage=usage)
+    preset, sets, reps, rest = parse_options(args, usage=usage)
+    if len(rest) != 2 or good is None or bad is None:
+        raise UserError(f"usage: {usage}")
+    data = bisect.bisect(ctx, bisect.BisectArgs(
+        preset=preset, approach=rest[1], good=good, bad=bad, before=_number(before, "--before"),
+        after=_number(after, "--after"), sets=sets, reps=reps), idempotency_key=key)
+    return _started(data)
+
+
+def _number(value: str | None, flag: str) -> float | None:
+    if value is None:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        raise UserError(f"{flag} needs a number, got {value[:SHOWN_CHARS]!r}") from None
 
 
 def _probe(args: list[str], ctx: Context, key: str | None) -> Reply:
@@ -189,7 +238,7 @@ def _help(args: list[str], ctx: Context, key: str | None) -> Reply:
 _HANDLERS: dict[str, Callable[[list[str], Context, str | None], Reply]] = {
     "run": _run, "retry": _retry, "status": _status, "cancel": _cancel, "show": _show,
     "presets": _presets, "history": _history, "digest": _digest, "compare": _compare,
-    "help": _help, "probe": _probe,
+    "help": _help, "probe": _probe, "bisect": _bisect,
 }
 
 

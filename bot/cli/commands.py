@@ -51,7 +51,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     ctx = _context()
     planned = run.plan(ctx, run.RunArgs(
         preset=args.preset, sets=args.sets, reps=args.reps, engine=args.engine, queue=args.queue,
-        rerun_known=args.rerun_known,
+        rerun_known=args.rerun_known, stack=args.stack, against=args.against,
     ))
     for warning in planned.warnings:
         print(f"specbench run: warning: {warning}", file=sys.stderr)
@@ -60,6 +60,23 @@ def cmd_run(args: argparse.Namespace) -> int:
             return _run_and_wait(ctx, planned, args, trap=trap)
         finally:
             interrupts.close_context(ctx, trap=trap, command="run")
+
+
+def cmd_bisect(args: argparse.Namespace) -> int:
+    from jobs.core.plans import load_preset
+
+    load_preset(args.preset)
+    from jobs.commands import bisect
+
+    ctx = _context()
+    planned = bisect.plan(ctx, bisect.BisectArgs(
+        preset=args.preset, approach=args.approach, good=args.good, bad=args.bad,
+        before=args.before, after=args.after, sets=args.sets, reps=args.reps))
+    with interrupts.Trap() as trap:
+        try:
+            return _run_and_wait(ctx, planned, args, trap=trap)
+        finally:
+            interrupts.close_context(ctx, trap=trap, command="bisect")
 
 
 STORE_POLL_S = 3.0  # how often `run` asks the store whether its batch has ended

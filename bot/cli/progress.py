@@ -31,6 +31,8 @@ class ProgressBar:
         prefix = ""
         if event["type"] == "sweep.confirmation" and isinstance(event.get("event"), dict):
             event, prefix = event["event"], "confirmation "  # the sweep's, run inline
+        elif event["type"] == "bisect.part" and isinstance(event.get("event"), dict):
+            event, prefix = event["event"], f"{event.get('stack')}: "  # a bisection's part
         if event["type"] == "approach.phase" and event.get("phase") == "level":
             self._levels[f"{prefix}{event.get('approach')}"] = event
         line = self._describe(event, self._levels.get(f"{prefix}{event.get('approach')}"))
@@ -69,6 +71,12 @@ class ProgressBar:
     @staticmethod
     def _describe(event: Event, level: Event | None = None) -> str | None:
         kind = event["type"]
+        if kind == "batch.started" and isinstance(event.get("bisect"), dict):
+            asked = event["bisect"]
+            return (f"batch {event['batch']} ({event.get('preset')}) started on "
+                    f"{event.get('host')}: bisecting {asked.get('approach')} from "
+                    f"{asked.get('from')} to {asked.get('to')} over "
+                    f"{plural(len(asked.get('stacks') or []), 'stack')} between them")
         if kind == "batch.started":
             return (f"batch {event['batch']} ({event.get('preset')}) started on "
                     f"{event.get('host')}: "

@@ -16,6 +16,7 @@ from jobs.charts.summary import to_chart_png
 from jobs.core.messages import (
     environment,
     fit_blocks,
+    is_bisect_report,
     is_probe_report,
     render_report,
     render_text,
@@ -58,6 +59,8 @@ def summary_uploads(
         return [] if probe is None else [Upload(
             f"{batch_id}-probe.json", (json.dumps(probe, indent=2) + "\n").encode(),
             f"all_reduce probe of {batch_id}")]
+    if is_bisect_report(report):  # its batches have their own threads' records and charts
+        return []
     charts = _can_draw()
     png = to_chart_png(report, records) if charts else None
     if png is not None:

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any, overload
 
 from jobs import settings
-from jobs.batches import disk_space, remembering, sweeping
+from jobs.batches import disk_space, remembering, stacks, sweeping, upgrading
+from jobs.batches.bisecting import execute_bisect
 from jobs.batches.evidence_step import Evidence, ahead
 from jobs.batches.planning import new_batch_id, preflight
 from jobs.batches.probing import execute_probe
@@ -30,7 +31,7 @@ from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, load_rules
 from jobs.core.verdicts import Metric, Verdict
-from jobs.engines import flag_facts, get_engine
+from jobs.engines import flag_facts
 from jobs.engines.base import (
     Engine,
     PhaseCallback,
@@ -126,30 +127,33 @@ def execute_batch(
     row = _row(store, batch_id)
     plan = row.plan
     sink = MaskedSink(sink, secrets=plan_secrets(plan))  # docs/contracts.md: events keep references
-    if plan.confirms is not None and not inline:
-        return {}
+    if (plan.confirms is not None or plan.part_of is not None) and not inline:
+        return {}  # run by the batch it belongs to (a sweep's confirmation, a bisection's part)
+    if plan.bisect is not None:  # docs/contracts.md "Stacks": its parts are batches, run inline
+        return execute_bisect(
+            row, store=store, sink=sink, new_id=new_batch_id,
+            cancelled=_CancelWatch(store, batch_id, should_stop),
+            execute=lambda part, relay: execute_batch(
+                part, store=store, sink=relay, should_stop=should_stop, engine_for=engine_for,
+                inline=True))
     if plan.is_probe:  # a queued probe: no engine, no servers (jobs.batches.probing)
         return execute_probe(row, store=store, sink=sink,
                              should_stop=_CancelWatch(store, batch_id, should_stop))
-    if engine is None and engine_for is not None:
-        engine = engine_for(plan.engine)
-    if engine is not None:
-        return _execute(row, store=store, sink=sink, should_stop=should_stop, engine=engine,
-                        shared=evidence)
-    made = get_engine(plan.engine)  # made here, so closed here (a warm helper process goes)
-    try:
-        return _execute(row, store=store, sink=sink, should_stop=should_stop, engine=made,
-                        shared=evidence)
-    finally:
-        close = getattr(made, "close", None)
-        if callable(close):
-            close()
+    try:  # the stacks it names, from this host's file (docs/contracts.md "Stacks")
+        found = stacks.resolve(plan)
+    except UserError as exc:
+        return _refuse(store, sink, batch_id, host=socket.gethostname(), why=str(exc),
+                       what="the batch cannot run")
+    with stacks.Engines(plan, found, given=engine, engine_for=engine_for) as engines:
+        return _execute(row, store=store, sink=sink, should_stop=should_stop,
+                        engine=engines.current, shared=evidence, other=engines.against)
 
 
 def _execute(row: BatchRow, *, store: Store, sink: EventSink,
              should_stop: Callable[[], bool] | None, engine: Engine,
-             shared: Evidence | None = None) -> dict[str, Any]:
-    """`execute_batch` once its row is read, its sink masked and its engine chosen."""
+             shared: Evidence | None = None, other: Engine | None = None) -> dict[str, Any]:
+    """`execute_batch` once its row is read, its sink masked and its engine chosen; `other`:
+    the engine on the stack an upgrade check runs every configuration on again."""
     batch_id, plan = row.id, row.plan
     cancel = _CancelWatch(store, batch_id, should_stop)
     host = socket.gethostname()
@@ -160,14 +164,15 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
         return _refuse(store, sink, batch_id, host=host, why=refusal)
     store.set_state(batch_id, "running", host=host)
     names = [c.approach for c in plan.configs]
+    shown = names if other is None else upgrading.step_labels(plan)  # each server, in order
     closing = [CLOSING] if plan.is_bracketed else []  # the baseline again, last
-    of = len(names) + (plan.sweep.max_servers if plan.sweep else 0) + len(closing)  # at most
+    of = len(shown) + (plan.sweep.max_servers if plan.sweep else 0) + len(closing)  # at most
     sweep_info = None if plan.sweep is None else {
         "name": plan.sweep.name, "search": plan.sweep.search, "points": len(plan.sweep.points),
         "max_servers": plan.sweep.max_servers,
     }
     sink.emit(make_event(
-        "batch.started", batch_id, host=host, queue=row.queue, approaches=[*names, *closing],
+        "batch.started", batch_id, host=host, queue=row.queue, approaches=[*shown, *closing],
         reps=plan.reps, warmup=plan.warmup, metric=plan.metric, warnings=list(plan.warnings),
         preset=plan.preset, sweep=sweep_info,
         confirms=plan.confirms,
@@ -180,13 +185,14 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
     metric, rules = metric_of(plan), load_rules()
     judged: dict[str, Verdict] = {}  # each approach judged once: for its event and the report
 
-    def run(config: RunConfig, index: int, stop_early: sweeping.StopEarly | None = None
-            ) -> RunRecord:
+    def run(config: RunConfig, index: int, stop_early: sweeping.StopEarly | None = None,
+            *, step: int | None = None) -> RunRecord:
         nonlocal baseline
+        step = index if step is None else step  # its place among the batch's servers
         ctx = RunContext(
             batch_id=batch_id, plan=plan, log_path=log_path(batch_id, config.approach),
             fingerprint={}, should_stop=cancel, baseline=baseline, stop_early=stop_early,
-            on_phase=phase_emitter(sink, batch_id, config.approach, index, of),
+            on_phase=phase_emitter(sink, batch_id, config.approach, step, of),
         )
         remembered = remembering.Recall()
         if config.role != "baseline" and not plan.rerun_known and not cancel():
@@ -207,14 +213,17 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
                                                         "reopened": remembered.reopened})
         if (found := evidence.of(config)) is not None:  # docs/contracts.md "Evidence for the why"
             record = dataclasses.replace(record, extra={**record.extra, "evidence": found})
+        if plan.stack is not None:  # docs/contracts.md "Stacks": the stack it ran on
+            record = dataclasses.replace(record, extra={**record.extra, "stack": plan.stack})
         record = to_stored(dataclasses.replace(record, fingerprint=fingerprint_of.result()), plan)
         store.put_record(record, position=index)
+        current[record.approach] = record
         if config.role == "baseline":
             baseline = record
         elif baseline is not None:
             judged[record.approach] = judge(record, baseline, metric=metric, rules=rules)
         emit_finished(sink, record, verdict=judged.get(record.approach), plan=plan, metric=metric,
-                      index=index, of=of)
+                      index=step, of=of)
         return record
 
     pending = [(i, c) for i, c in enumerate(plan.configs) if c.approach not in done]
@@ -222,8 +231,22 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
     evidence = shared or Evidence(plan, probe=measure, on_phase=phase_emitter(
         sink, batch_id, first[1].approach, first[0], of))
     evidence.prepare(ahead(plan, [c for _, c in pending]))  # before the servers
-    for index, config in pending:
-        run(config, index)
+    current: dict[str, RunRecord] = dict(done)  # this stack's records, as they are stored
+    checked: upgrading.Against | None = None
+    if other is None:
+        for index, config in pending:
+            run(config, index)
+    else:  # an upgrade check: each configuration on both stacks, alternating which goes first
+        checked = upgrading.Against(
+            plan=plan, engine=other, store=store, sink=sink, batch_id=batch_id,
+            bad=_preflight(other, plan), log_path=log_path, metric=metric, rules=rules, of=of,
+            run_one=lambda e, c, ctx, why: _run_one(e, c, ctx, bad=why, cancel=cancel),
+        ).start()
+        for step, (index, config, which) in enumerate(upgrading.steps(plan)):
+            if which == upgrading.CURRENT and config.approach not in done:
+                run(config, index, step=step)
+            elif which == upgrading.AGAINST and config.approach not in checked.done:
+                checked.run(config, position=index, step=step, current=current, cancel=cancel)
     points = sweeping.Points.of(plan, store.records(batch_id) if plan.sweep else [])
     if plan.sweep is not None:
         sweeping.run_points(plan, batch_id=batch_id, points=points, run=run, stop=cancel)
@@ -236,6 +259,8 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
     if (history := baseline_history(store, row, records)) is not None:
         judged.clear()  # a single repetition is judged again, against the baseline's history
     report = build_report(records, plan, rules=rules, judged=judged, history=history)
+    if checked is not None:  # docs/contracts.md "Stacks": the upgrade, judged
+        report["upgrade"] = checked.section(current=stacks.current_label(plan))
     if plan.confirms is not None:  # one experiment with its sweep (docs/contracts.md)
         report["confirms"] = plan.confirms
     if plan.sweep is not None:
@@ -279,9 +304,11 @@ def _preflight(
     return bad if point is None else bad.get(point)
 
 
-def _refuse(store: Store, sink: EventSink, batch_id: str, *, host: str, why: str) -> dict[str, Any]:
-    """End a batch whose baseline this host cannot start: state `refused`, nothing started."""
-    error = f"the baseline cannot start on {host}: {why}"
+def _refuse(store: Store, sink: EventSink, batch_id: str, *, host: str, why: str,
+            what: str = "the baseline cannot start") -> dict[str, Any]:
+    """End a batch whose baseline (or stack) this host cannot start: state `refused`, nothing
+    started."""
+    error = f"{what} on {host}: {why}"
     store.set_state(batch_id, "refused", host=host, error=error[:500])
     sink.emit(make_event("batch.finished", batch_id, state="refused", report=None,
                          error=error[:500], host=host))

@@ -12,11 +12,12 @@ only parse their input, call a command here and render its data with the same te
     history  the last batches                                 -> list of summary lines
     compare  two stored batches side by side                  -> comparison dict
     probe    a collectives probe queued on the GPU host           -> Started
+    bisect   the first stack where a configuration changes    -> Started
     help     the chat commands                                -> tuple of names
     analyze  run records re-analysed (the CLI's)              -> report dict
 """
 
 CHAT_COMMANDS = (
     "run", "status", "cancel", "retry", "show", "presets", "history", "digest", "compare",
-    "probe", "help",
+    "probe", "bisect", "help",
 )

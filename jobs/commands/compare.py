@@ -77,6 +77,9 @@ def _batch(ctx: Context, batch_id: str) -> BatchRow:
     if row.plan.is_probe:
         raise UserError(f"batch {batch_id} is a probe, not an experiment: `show {batch_id}` "
                         "gives its table")
+    if row.plan.bisect is not None:
+        raise UserError(f"batch {batch_id} is a bisection, not an experiment: `show {batch_id}` "
+                        "names its batches, which compare can")
     return row
 
 

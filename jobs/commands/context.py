@@ -28,7 +28,7 @@ class Caller:
 OPEN_COMMANDS = ("help",)
 """What Slack answers anyone, anywhere, allow-lists or not."""
 
-LAUNCH_COMMANDS = ("run", "retry", "probe")
+LAUNCH_COMMANDS = ("run", "retry", "probe", "bisect")
 """What starts processes on a GPU host: only users on the user list (admins read and cancel)."""
 
 

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from jobs.batches import runners
+from jobs.batches import runners, stacks
 from jobs.batches.dispatch import Submitted
 from jobs.batches.planning import check_flags, plan_batch
 from jobs.batches.values import check_values
@@ -35,6 +35,8 @@ class RunArgs:
     engine: str | None = None
     queue: str | None = None
     rerun_known: bool = False  # start known dead ends too
+    stack: str | None = None  # docs/contracts.md "Stacks": the host's stack to run on
+    against: str | None = None  # an upgrade check: every configuration again on this stack
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,8 @@ def plan(ctx: Context, args: RunArgs) -> BatchPlan:
     )
     if args.rerun_known:
         planned = dataclasses.replace(planned, rerun_known=True)
+    if args.stack is not None or args.against is not None:
+        planned = dataclasses.replace(planned, stack=args.stack, against=args.against)
     check_flags_if_here(ctx, planned, sets=args.sets)
     return planned
 
@@ -87,8 +91,12 @@ def check_flags_if_here(ctx: Context, planned: BatchPlan, *, sets: Sequence[str]
     process runs the batch (embedded), a worker does it otherwise. `sets`: the raw `--set`
     strings, for the message."""
     check_values(planned, sets=sets)
-    if ctx.dispatcher.mode == "embedded":
-        check_flags(planned, ctx.engine(planned.engine))
+    embedded = ctx.dispatcher.mode == "embedded"
+    stacks.check_names(planned, embedded=embedded)  # docs/contracts.md "Stacks"
+    if embedded:
+        found = stacks.resolve(planned, here=False)  # checked just above
+        check_flags(planned, ctx.engine(planned.engine) if found.current is None
+                    else stacks.engine_on(planned.engine, found.current))
 
 
 def check_reps(reps: int | None) -> None:

@@ -113,6 +113,11 @@ def report_of(
     confirmation as it stands (one experiment, docs/contracts.md)."""
     if row.plan.is_probe:  # a queued probe: its report, or where it stands
         return row.report or probe_report(row, host=row.host)
+    if row.plan.bisect is not None:  # a bisection: its report, or where it stands
+        return row.report or {"batch": row.id, "preset": row.preset, "engine": row.engine,
+                              "metric": row.plan.metric, "state": row.state,
+                              "bisect": {**row.plan.bisect, "metric": row.plan.metric,
+                                         "measured": [], "text": f"{row.state}: not done yet"}}
     if row.report is not None:
         if row.plan.confirms is not None and "confirms" not in row.report:
             return {**row.report, "confirms": row.plan.confirms}  # stored before the key

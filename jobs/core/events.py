@@ -20,6 +20,9 @@ An event is a flat JSON object: `{"type": ..., "batch": ..., "at": ISO time, ...
     sweep.confirmation  confirmation (its batch), event (one event of the sweep's confirmation
                         batch, as above, without a report): the sweep batch's followers see
                         its confirmation run; the confirmation's batch.started has `confirms`
+    bisect.part         part (its batch), stack, event (one event of a bisection's batch on
+                        that stack, as above, without a report); a bisection's batch.started
+                        has `bisect` (approach, from, to, stacks: those between)
 
 Sinks share one interface: the embedded in-process channel here, a Redis Stream in
 distributed mode (`jobs/broker/streams.py`). A worker emits through a `MaskedSink`, so that no

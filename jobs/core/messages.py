@@ -114,6 +114,8 @@ def render_report(report: dict[str, Any], fmt: str) -> str:
         return json.dumps(summary_payload(report), indent=2, ensure_ascii=False) + "\n"
     if is_probe_report(report):
         return render_text("probe_summary", **_probe_context(report))
+    if is_bisect_report(report):
+        return render_text("bisect_summary", report=report, b=report["bisect"])
     names = [report["baseline"]["approach"], *(r["approach"] for r in report["results"])]
     return render_text("batch_summary", report=report, width=name_width(names), cut_rows=0)
 
@@ -124,6 +126,10 @@ def summary_payload(report: dict[str, Any]) -> dict[str, Any]:
         text = render_text("probe_summary", **context)
         return render_blocks("probe_summary", fallback=text, headline=text.split("\n", 1)[0],
                              **context)
+    if is_bisect_report(report):
+        text = render_text("bisect_summary", report=report, b=report["bisect"])
+        return render_blocks("bisect_summary", fallback=text, report=report, b=report["bisect"],
+                             headline=text.split("\n", 1)[0])
     headline = environment().get_template("_macros.j2").module.headline(report)  # type: ignore[attr-defined]
     return render_blocks(
         "batch_summary", fallback=str(headline), report=report, table_rows=MAX_TABLE_ROWS - 1
@@ -133,6 +139,12 @@ def summary_payload(report: dict[str, Any]) -> dict[str, Any]:
 def is_probe_report(report: dict[str, Any]) -> bool:
     """A queued probe's report (`jobs.batches.probing`), not a batch's."""
     return "probe" in report and "request" in report
+
+
+def is_bisect_report(report: dict[str, Any]) -> bool:
+    """A bisection's report (jobs.batches.bisecting: docs/contracts.md "Stacks"), not a
+    batch's."""
+    return isinstance(report.get("bisect"), dict) and "results" not in report
 
 
 def _probe_context(report: dict[str, Any]) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from jobs.core.engine_info import describe
 
 if TYPE_CHECKING:
+    from jobs.core.stacks import StackSpec
     from jobs.engines.base import Engine
     from jobs.engines.flag_types import TypeTable
 
@@ -21,9 +22,11 @@ def _package(name: str) -> Any:
     return importlib.import_module(describe(name).module)
 
 
-def get_engine(name: str) -> Engine:
-    """The engine by name; heavy imports (torch, transformers) stay inside the engine's run."""
-    engine: Engine = _package(name).make_engine()
+def get_engine(name: str, *, stack: StackSpec | None = None) -> Engine:
+    """The engine by name, on its own interpreter or on one of the host's stacks
+    (docs/contracts.md "Stacks"); heavy imports (torch, transformers) stay inside its run."""
+    package = _package(name)
+    engine: Engine = package.make_engine() if stack is None else package.make_engine(stack)
     return engine
 
 

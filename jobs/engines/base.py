@@ -149,13 +149,15 @@ class ServerEnv:
         return not self.unset
 
 
-def server_env(config: RunConfig, **extra: str) -> ServerEnv:
+def server_env(config: RunConfig, stack_env: Mapping[str, str] | None = None,
+               **extra: str) -> ServerEnv:
     """The configuration's env and secret server args with their references taken from this
-    process's environment (the worker's), only now that a server starts; `extra` is the
-    engine's own settings."""
+    process's environment (the worker's), only now that a server starts; `stack_env` is the
+    stack's (docs/contracts.md "Stacks": under the configuration's, which is what is tested),
+    `extra` the engine's own settings."""
     resolved = resolve_env(config.env, environ=os.environ)
     args = resolve_args(config.server_args, environ=os.environ)
-    env = {**os.environ, **resolved.env, **extra}
+    env = {**os.environ, **(stack_env or {}), **resolved.env, **extra}
     secrets = worker_secrets(config.env, env, server_args=[config.server_args])
     return ServerEnv(env=env, secrets=secrets, unset=(*resolved.unset, *args.unset),
                      config=dataclasses.replace(config, server_args=args.args))

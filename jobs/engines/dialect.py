@@ -18,6 +18,7 @@ class Dialect(Protocol):
     """What one served engine says differently."""
 
     python: str  # the interpreter that has the engine
+    env: Mapping[str, str]  # its stack's environment (docs/contracts.md "Stacks"), else empty
     bench_name: str  # how messages name its benchmark
     ready_line: str | None  # a log line that means ready (besides /health answering 200)
     metrics: tuple[str, ...]  # the benchmark's figures a record keeps

@@ -10,9 +10,10 @@ probes, each of which may fail without failing the others. A host without a GPU 
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 SMI_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"]
@@ -143,22 +144,25 @@ def parse_probe(probe_json: str) -> dict[str, str | None]:
     return {}
 
 
-def host_fingerprint(python: str, *, package: str) -> dict[str, Any]:
-    """Run the probes on this host for the engine `package` that `python` imports; each probe
-    that fails leaves its keys unknown."""
+def host_fingerprint(python: str, *, package: str,
+                     env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Run the probes on this host for the engine `package` that `python` imports, with a
+    stack's `env` (docs/contracts.md "Stacks": each stack's versions as its own interpreter
+    reports them); each probe that fails leaves its keys unknown."""
     return to_fingerprint(
         smi_csv=_output(SMI_QUERY),
         topo_text=_output(TOPO_QUERY),
-        probe_json=_output([python, "-c", PROBE, package]),
+        probe_json=_output([python, "-c", PROBE, package], env=env),
         package=package,
     )
 
 
-def _output(argv: Sequence[str], timeout_s: float = 60.0) -> str | None:
+def _output(argv: Sequence[str], timeout_s: float = 60.0, *,
+            env: Mapping[str, str] | None = None) -> str | None:
     try:
         done = subprocess.run(
             list(argv), capture_output=True, text=True, timeout=timeout_s,
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.DEVNULL, env={**os.environ, **env} if env else None,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

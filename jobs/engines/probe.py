@@ -7,6 +7,10 @@ interpreter's variable, the help command line). The version is read from the ins
 memory and under `data_dir()/cache`: while the file is unchanged (no upgrade), no process starts
 at all. The help text's flags, choices and prog are kept per (interpreter, version). An engine
 without metadata (a source folder on PYTHONPATH, the test stand-in) is imported each time.
+
+A stack of the host (docs/contracts.md "Stacks") is an interpreter with an environment of its
+own: `env` is added to this process's environment for every probe, and is part of what the
+cache is keyed by.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import os
 import re
 import shutil
 import subprocess
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -110,15 +115,15 @@ def resolve_python(probe: Probe, python: str) -> str:
     return os.path.abspath(found)
 
 
-def engine_version(probe: Probe, python: str) -> str:
-    """The engine's version `python` has; EngineError when it has none (an infrastructure
-    failure: exit 1). Cached, see the module."""
-    key = (python, os.environ.get("PYTHONPATH", ""), probe.package)
+def engine_version(probe: Probe, python: str, *, env: Mapping[str, str] | None = None) -> str:
+    """The engine's version `python` has (with the stack's `env`); EngineError when it has none
+    (an infrastructure failure: exit 1). Cached, see the module."""
+    key = (python, _path_of(env), probe.package, *_env_key(env))
     cached = _versions.get(key) or _read_version(key)
     if cached is not None and _signature(cached[0]) == cached[1]:
         _versions[key] = cached
         return cached[2]
-    version, stamp = _probe_version(probe, python)
+    version, stamp = _probe_version(probe, python, env=env)
     if stamp is not None and (signature := _signature(stamp)) is not None:
         _versions[key] = (stamp, signature, version)
         _write_json(_cache_path(f"{probe.package}-version", *key), {
@@ -128,17 +133,19 @@ def engine_version(probe: Probe, python: str) -> str:
     return version
 
 
-def known_help(probe: Probe, python: str) -> LaunchHelp:
-    """The installed engine's server help for `python`; `--help` runs once per version."""
+def known_help(probe: Probe, python: str, *, env: Mapping[str, str] | None = None
+               ) -> LaunchHelp:
+    """The installed engine's server help for `python` (with the stack's `env`); `--help` runs
+    once per version."""
     path = resolve_python(probe, python)
-    version = engine_version(probe, path)
-    key = (path, version, probe.package)
+    version = engine_version(probe, path, env=env)
+    key = (path, version, probe.package, *_env_key(env))
     if key in _helps:
         return _helps[key]
-    cache_file = _cache_path(f"{probe.package}-flags", path, version)
+    cache_file = _cache_path(f"{probe.package}-flags", path, version, *_env_key(env))
     found = _read_help(cache_file, path=path, version=version)
     if found is None:
-        found = _run_help(probe, path, version)
+        found = _run_help(probe, path, version, env=env)
         _write_json(cache_file, {
             "format": FORMAT, "python": path, "version": version, "prog": found.prog,
             "flags": sorted(found.flags), "choices": {k: list(v) for k, v in found.choices.items()},
@@ -147,10 +154,28 @@ def known_help(probe: Probe, python: str) -> LaunchHelp:
     return found
 
 
-def known_flags(probe: Probe, python: str) -> tuple[str, frozenset[str]]:
+def known_flags(probe: Probe, python: str, *, env: Mapping[str, str] | None = None
+                ) -> tuple[str, frozenset[str]]:
     """(the engine's version, its server's flags) for `python`."""
-    found = known_help(probe, python)
+    found = known_help(probe, python, env=env)
     return found.version, found.flags
+
+
+def probe_env(env: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The environment a probe of a stack runs with: this process's, then the stack's; None
+    (this process's own) without one."""
+    return {**os.environ, **env} if env else None
+
+
+def _env_key(env: Mapping[str, str] | None) -> tuple[str, ...]:
+    """What a stack's environment adds to a cache key: nothing without one."""
+    if not env:
+        return ()
+    return (hashlib.sha256(json.dumps(sorted(env.items())).encode()).hexdigest()[:16],)
+
+
+def _path_of(env: Mapping[str, str] | None) -> str:
+    return (env or {}).get("PYTHONPATH", os.environ.get("PYTHONPATH", ""))
 
 
 def clear_memory() -> None:
@@ -159,11 +184,13 @@ def clear_memory() -> None:
     _helps.clear()
 
 
-def _probe_version(probe: Probe, python: str) -> tuple[str, str | None]:
+def _probe_version(probe: Probe, python: str, *, env: Mapping[str, str] | None = None
+                   ) -> tuple[str, str | None]:
     try:
         done = subprocess.run(
             [python, "-c", _VERSION_PROBE, probe.package],
             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
+            env=probe_env(env),
         )
     except (OSError, subprocess.TimeoutExpired):
         done = None
@@ -178,12 +205,14 @@ def _probe_version(probe: Probe, python: str) -> tuple[str, str | None]:
     return data["version"].strip(), stamp if isinstance(stamp, str) else None
 
 
-def _run_help(probe: Probe, python: str, version: str) -> LaunchHelp:
+def _run_help(probe: Probe, python: str, version: str, *,
+              env: Mapping[str, str] | None = None) -> LaunchHelp:
     shown = " ".join((python, *probe.help_args))
     try:
         done = subprocess.run(
             [python, *probe.help_args],
             capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+            env=probe_env(env),
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise EngineError(f"{shown} failed: {exc}") from None

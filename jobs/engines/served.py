@@ -64,7 +64,8 @@ class _Run:
         self.dialect = dialect
         self.python = dialect.python
         self.port = free_port()
-        self.started = server_env(config)  # `${NAME}` read here, on the worker, at start
+        # `${NAME}` read here, on the worker, at start; the stack's environment under it
+        self.started = server_env(config, dialect.env)
         self.env = self.started.env
         self.watch = LogWatch(rules, self.port, dialect.ready_line)
         self.server: ProcessGroup | None = None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from sqlalchemy import and_, or_, select
 
-from jobs.store.database import Database
+from jobs.store.database import Database, json_path
 from jobs.store.experiments import is_experiment, is_not_probe
 from jobs.store.schema import Batch, BatchRow, to_batch_row
 
@@ -32,8 +32,11 @@ def latest_reported(
 ) -> BatchRow | None:
     """The newest batch with a stored report (it ended), of `preset`, created before `before`
     (ties on created_at broken by ID, as `list_batches` orders them); never a sweep's
-    confirmation, which is one experiment with its sweep, nor a probe."""
-    query = select(Batch).where(Batch.report.is_not(None), is_experiment(), is_not_probe())
+    confirmation, which is one experiment with its sweep, nor a probe, nor a bisection (its
+    parts are the batches that measured)."""
+    dialect = store._engine.dialect.name
+    query = select(Batch).where(Batch.report.is_not(None), is_experiment(), is_not_probe(),
+                                json_path(Batch.plan, ("bisect",), dialect=dialect).is_(None))
     if preset is not None:
         query = query.where(Batch.preset == preset)
     if before is not None:

@@ -65,7 +65,7 @@ def window(
     runs = (
         select(Run.batch_id, Run.approach, Run.record)
         .join(Batch, Batch.id == Run.batch_id)
-        .where(in_window)
+        .where(in_window, Run.stack == "")  # a batch's own stack (docs/contracts.md "Stacks")
         .order_by(Run.batch_id, Run.position, Run.id)
     )
     with store._read() as session:
@@ -80,7 +80,7 @@ def records_of(store: Database, batch_ids: Sequence[str]) -> Records:
         return {}
     query = (
         select(Run.batch_id, Run.approach, Run.record)
-        .where(Run.batch_id.in_(list(batch_ids)))
+        .where(Run.batch_id.in_(list(batch_ids)), Run.stack == "")
         .order_by(Run.batch_id, Run.position, Run.id)
     )
     with store._read() as session:
@@ -178,7 +178,7 @@ def origins(store: Database, records: Sequence[RunRecord]) -> dict[tuple[str, st
         query = (
             select(Run.batch_id, Run.approach, Run.record)
             .where(Run.batch_id.in_(sorted({b for b, _ in wanted})),
-                   Run.approach.in_(sorted({a for _, a in wanted})))
+                   Run.approach.in_(sorted({a for _, a in wanted})), Run.stack == "")
         )
         with store._read() as session:
             rows = session.execute(query).all()
@@ -197,7 +197,7 @@ def dead_ends(store: Database, *, now: dt.datetime) -> list[tuple[dt.datetime, R
     latest = (
         select(Batch.preset, Run.approach, func.max(Batch.created_at).label("at"))
         .join(Run, Run.batch_id == Batch.id)
-        .where(Batch.created_at <= now)
+        .where(Batch.created_at <= now, Run.stack == "")
         .group_by(Batch.preset, Run.approach)
         .subquery()
     )
@@ -206,7 +206,7 @@ def dead_ends(store: Database, *, now: dt.datetime) -> list[tuple[dt.datetime, R
         .join(Run, Run.batch_id == Batch.id)
         .join(latest, and_(Batch.preset == latest.c.preset, Run.approach == latest.c.approach,
                            Batch.created_at == latest.c.at))
-        .where(Run.status.in_(["failed", "timeout"]))
+        .where(Run.status.in_(["failed", "timeout"]), Run.stack == "")
         .order_by(Batch.created_at, Batch.id, Run.position)
     )
     with store._read() as session:

@@ -4,7 +4,8 @@ are one experiment"): the queries that list what a person started.
 A confirmation batch is created by its sweep batch with the idempotency key
 `confirm:<sweep batch>` (`confirmation_key`), so it is told apart in SQL without decoding a plan;
 `show`'s latest batch, `compare`'s defaults, `history` and `status` leave it out and fold it into
-its sweep (`confirmation_of`). Module-level functions take any store, as `comparisons` does.
+its sweep (`confirmation_of`); so too a bisection's parts (`part_key`), which its report
+lists. Module-level functions take any store, as `comparisons` does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from jobs.store.database import Database
 from jobs.store.schema import Batch, BatchRow, to_batch_row
 
 CONFIRM_PREFIX = "confirm:"
+PART_PREFIX = "part:"
 
 
 def confirmation_key(sweep_batch: str) -> str:
@@ -23,10 +25,17 @@ def confirmation_key(sweep_batch: str) -> str:
     return f"{CONFIRM_PREFIX}{sweep_batch}"
 
 
+def part_key(batch: str, part: str) -> str:
+    """The idempotency key of a batch another runs as one of its parts (a bisection's batch on
+    one stack: docs/contracts.md "Stacks"), found again when that batch resumes."""
+    return f"{PART_PREFIX}{batch}:{part}"
+
+
 def is_experiment() -> ColumnElement[bool]:
-    """True for a batch a person started (not a sweep's confirmation)."""
+    """True for a batch a person started (not a sweep's confirmation, nor a bisection's part)."""
     return or_(Batch.idempotency_key.is_(None),
-               Batch.idempotency_key.not_like(f"{CONFIRM_PREFIX}%"))
+               Batch.idempotency_key.not_like(f"{CONFIRM_PREFIX}%")
+               & Batch.idempotency_key.not_like(f"{PART_PREFIX}%"))
 
 
 def is_not_probe() -> ColumnElement[bool]:

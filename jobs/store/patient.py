@@ -46,11 +46,11 @@ class PatientStore(Store):
     def get_batch(self, batch_id: str) -> BatchRow | None:
         return self._patiently("get_batch", lambda: Store.get_batch(self, batch_id))
 
-    def records(self, batch_id: str) -> list[RunRecord]:
-        return self._patiently("records", lambda: Store.records(self, batch_id))
+    def records(self, batch_id: str, *, stack: str = "") -> list[RunRecord]:
+        return self._patiently("records", lambda: Store.records(self, batch_id, stack=stack))
 
-    def put_records(self, records: Sequence[tuple[int, RunRecord]]) -> None:
-        self._patiently("put_records", lambda: Store.put_records(self, records))
+    def put_records(self, records: Sequence[tuple[int, RunRecord]], *, stack: str = "") -> None:
+        self._patiently("put_records", lambda: Store.put_records(self, records, stack=stack))
 
     def save_report(self, batch_id: str, report: dict[str, Any]) -> None:
         self._patiently("save_report", lambda: Store.save_report(self, batch_id, report))

@@ -29,25 +29,29 @@ DEAD_END_LOOKBACK = 20  # earlier failures of one configuration looked at, newes
 class Runs(Database):
     """Writing and reading a batch's run records."""
 
-    def put_record(self, record: RunRecord, *, position: int) -> None:
-        """Store one run; a record for the same (batch, approach) replaces the earlier one."""
-        self.put_records([(position, record)])
+    def put_record(self, record: RunRecord, *, position: int, stack: str = "") -> None:
+        """Store one run; a record for the same (batch, stack, approach) replaces the earlier
+        one. `stack`: '' for the batch's own stack, else the stack an upgrade check runs every
+        configuration on again (docs/contracts.md "Stacks")."""
+        self.put_records([(position, record)], stack=stack)
 
-    def put_records(self, records: Sequence[tuple[int, RunRecord]]) -> None:
+    def put_records(self, records: Sequence[tuple[int, RunRecord]], *, stack: str = "") -> None:
         """Store (position, record) pairs in one transaction: all of them or none."""
         if not records:
             return
         with self._write() as session:
             metrics = _metrics_of(session, {r.batch for _, r in records})
-            rows = {(r.batch, r.approach): _run_values(position, r, metrics.get(r.batch))
+            rows = {(r.batch, r.approach): {**_run_values(position, r, metrics.get(r.batch)),
+                                            "stack": stack}
                     for position, r in records}
             session.execute(_upsert_runs(self._engine.dialect.name), list(rows.values()))
 
-    def records(self, batch_id: str) -> list[RunRecord]:
-        """The batch's run records in preset order."""
+    def records(self, batch_id: str, *, stack: str = "") -> list[RunRecord]:
+        """The batch's run records in preset order, on its own stack (or on `stack`, the one an
+        upgrade check compares it with)."""
         query = (
             select(Run.approach, Run.record)
-            .where(Run.batch_id == batch_id)
+            .where(Run.batch_id == batch_id, Run.stack == stack)
             .order_by(Run.position, Run.id)
         )
         with self._read() as session:
@@ -125,7 +129,8 @@ def verdict_update() -> Any:
     table = cast(Table, Run.__table__)  # Core, not the ORM's bulk update by primary key
     runs = table.c
     return (update(table)
-            .where(runs.batch_id == bindparam("b_batch"), runs.approach == bindparam("b_approach"))
+            .where(runs.batch_id == bindparam("b_batch"), runs.approach == bindparam("b_approach"),
+                   runs.stack == "")
             .values(verdict=bindparam("b_verdict"), judged_delta=bindparam("b_delta")))
 
 
@@ -197,13 +202,13 @@ def _upsert_runs(dialect: str) -> Any:
 
         pg = postgresql.insert(Run)
         return pg.on_conflict_do_update(
-            index_elements=[Run.batch_id, Run.approach],
+            index_elements=[Run.batch_id, Run.stack, Run.approach],
             set_={name: pg.excluded[name] for name in _RUN_UPDATES},
         )
     if dialect == "sqlite":
         lite = sqlite.insert(Run)
         return lite.on_conflict_do_update(
-            index_elements=[Run.batch_id, Run.approach],
+            index_elements=[Run.batch_id, Run.stack, Run.approach],
             set_={name: lite.excluded[name] for name in _RUN_UPDATES},
         )
     raise NotImplementedError(f"the store supports SQLite and PostgreSQL, not {dialect}")

@@ -108,7 +108,7 @@ class SlackPart(Base):
 class Run(Base):
     __tablename__ = "runs"
     __table_args__ = (
-        UniqueConstraint("batch_id", "approach", name="uq_runs_batch_approach"),
+        UniqueConstraint("batch_id", "stack", "approach", name="uq_runs_batch_stack_approach"),
         Index("ix_runs_config_key_status", "config_key", "status"),
     )
 
@@ -117,6 +117,9 @@ class Run(Base):
         String(64), ForeignKey("batches.id", ondelete="CASCADE", name="fk_runs_batch_id_batches")
     )
     position: Mapped[int] = mapped_column(Integer)
+    # The stack it ran on (0011_run_stacks): '' for the batch's own, else the stack an upgrade
+    # check (`--against NAME`) runs every configuration on again (docs/contracts.md "Stacks").
+    stack: Mapped[str] = mapped_column(String(255), server_default="")
     approach: Mapped[str] = mapped_column(String(255))
     role: Mapped[str] = mapped_column(String(32))
     status: Mapped[str] = mapped_column(String(32))

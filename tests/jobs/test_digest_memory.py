@@ -287,6 +287,7 @@ def test_migration_0006_judges_the_stored_runs_and_names_cpu_hosts(store: Store)
         run("c-1", "tp", fingerprint=FINGERPRINT)],
         report=judged_report("c-1", ("gpu", "improved", 5.0, 101.0),
                              ("tp", "inconclusive", 90.0, 101.0)))
+    _downgrade(store, "0009")  # 0011's runs keyed by stack undone by its own downgrade
     with store._write() as session:  # as 0005 left them: no judged columns, "0x none"
         session.execute(update(Run).where(Run.approach == "baseline")
                         .values(hardware="0x none (CPU: AMD EPYC 9654)"))
@@ -303,3 +304,17 @@ def test_migration_0006_judges_the_stored_runs_and_names_cpu_hosts(store: Store)
     gpu = "8x NVIDIA RTX PRO 6000 Blackwell Server Edition"
     assert named == {"baseline": ("CPU (AMD EPYC 9654)", None, None),
                      "gpu": (gpu, "improved", 5.0), "tp": (gpu, "inconclusive", None)}
+
+
+def _downgrade(store: Store, revision: str) -> None:
+    """The store's schema taken back to `revision` by the migrations' own downgrades."""
+    from alembic import command
+    from alembic.config import Config
+
+    from jobs.store.database import _MIGRATIONS
+
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    with store._engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.downgrade(config, revision)

@@ -115,7 +115,7 @@ def test_migrations_run_from_empty_and_are_idempotent(url: str) -> None:
         with engine.connect() as connection:
             tables = set(inspect(connection).get_table_names())
             assert {"alembic_version", "batches", "runs"} <= tables
-            assert MigrationContext.configure(connection).get_current_revision() == "0009"
+            assert MigrationContext.configure(connection).get_current_revision() == "0011"
             assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
     finally:
         engine.dispose()
@@ -393,3 +393,58 @@ def test_a_batch_of_a_thousand_runs(store: Store) -> None:
     store.put_records(records)  # one transaction (its time: make bench, bench_store)
     back = store.records("b-7f3a9c")
     assert back == [record for _, record in sorted(records, key=lambda pair: pair[0])]
+
+
+def test_an_upgrade_checks_runs_sit_beside_the_batchs_own_and_old_runs_keep_theirs(
+        url: str) -> None:
+    """docs/contracts.md "Stacks": a batch keeps one run per (stack, approach); its own records
+    (the run-record format: one baseline) are those of its own stack, the stack an upgrade
+    check runs against has its own; a database migrated from 0009 keeps its runs as the
+    batch's own."""
+    from alembic import command
+    from alembic.config import Config
+
+    from jobs.store.database import _MIGRATIONS
+
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0009")
+    with engine.begin() as connection:
+        connection.execute(text(
+            "INSERT INTO batches (id, preset, engine, queue, state, requested_by, plan, "
+            "created_at, cancel_requested) VALUES ('b-old', 'eagle3', 'local', 'default', "
+            "'done', 'U1', :plan, CURRENT_TIMESTAMP, false)"),
+            {"plan": json.dumps(make_plan().to_dict())})
+        connection.execute(text(
+            "INSERT INTO runs (batch_id, position, approach, role, status, record) VALUES "
+            "('b-old', 0, 'baseline', 'baseline', 'ok', :record)"),
+            {"record": _record("b-old", "baseline").to_json()})
+    engine.dispose()
+    with Store(url) as store:
+        assert [r.approach for r in store.records("b-old")] == ["baseline"]
+        store.put_record(_record("b-old", "baseline", value=120.0), position=0, stack="new")
+        store.put_record(_record("b-old", "baseline", value=121.0), position=0, stack="new")
+        assert [r.metrics["output_throughput"] for r in store.records("b-old")] == [[100.0]]
+        assert [r.metrics["output_throughput"] for r in store.records("b-old", stack="new")] == [
+            [121.0]]
+        store.save_report("b-old", {"results": [{"approach": "baseline", "verdict": "improved",
+                                                 "delta_pct": 5.0, "value": 105.0}]})
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            rows = connection.execute(text(
+                "SELECT stack, verdict FROM runs ORDER BY stack")).all()
+    finally:
+        engine.dispose()
+    assert [tuple(r) for r in rows] == [("", "improved"), ("new", None)]
+
+
+def _record(batch: str, approach: str, *, value: float = 100.0) -> RunRecord:
+    return to_record({"batch": batch, "preset": "eagle3", "approach": approach,
+                      "role": "baseline" if approach == "baseline" else "approach",
+                      "status": "ok", "metrics": {"output_throughput": [value]}})

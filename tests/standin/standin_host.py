@@ -6,6 +6,12 @@ STANDIN_HOST_DRIFT_PCT set, each server started before this one has made the hos
 slower (3: the first server runs at 100 %, the second at 97 %, the third at 94.09 %...). A
 benchmark run reads the count its server left, so a batch's baseline measured first and again
 last sees the drift. Unset, the host keeps its speed.
+
+A host keeps several engine environments side by side (docs/contracts.md "Stacks"): an
+interpreter of one of them sets STANDIN_SPEED, how fast that installation runs (a factor on
+every configuration's throughput, default 1.0), and a configuration may run at a speed of its
+own on one release: STANDIN_THROUGHPUT is a number, or `RELEASE=NUMBER,...` with an optional
+plain default (`82,0.5.23=60`: 82 tokens/s, 60 on release 0.5.23).
 """
 
 from __future__ import annotations
@@ -33,3 +39,19 @@ def host_speed() -> float:
     except OSError:
         return 1.0
     return float((1.0 - drift / 100.0) ** max(0, starts - 1))
+
+
+def throughput(version: str, default: float = 82.0) -> float:
+    """Output tokens/s of one request on this installation: STANDIN_THROUGHPUT for `version`
+    (the stand-in's release), times the interpreter's STANDIN_SPEED."""
+    base = default
+    for part in (os.environ.get("STANDIN_THROUGHPUT") or "").split(","):
+        release, eq, value = part.strip().rpartition("=")
+        if not value:
+            continue
+        if not eq:
+            base = float(value) if release == "" else base
+        elif release == version:
+            base = float(value)
+            break
+    return base * float(os.environ.get("STANDIN_SPEED") or 1.0)

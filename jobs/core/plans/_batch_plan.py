@@ -58,6 +58,15 @@ class BatchPlan:
     bracket: bool = False
     starts: int = 1
     requests: int | None = None
+    # docs/contracts.md "Stacks": the stack of the host's stacks file the batch runs on (None:
+    # the engine's own interpreter setting), and for an upgrade check the stack every
+    # configuration runs on again, alternating with the current one
+    stack: str | None = None
+    against: str | None = None
+    # a bisection over stacks (`specbench bisect`): {"approach", "from", "to", "before",
+    # "after"}; its probes are batches of their own, run inline, each `part_of` it
+    bisect: dict[str, Any] | None = None
+    part_of: str | None = None
 
     @property
     def is_bracketed(self) -> bool:
@@ -68,8 +77,10 @@ class BatchPlan:
     def ran(self) -> dict[str, Any]:
         """What the batch runs with, as every report shows it: the `--set` overrides, the
         repetitions, the starts per configuration, whether the baseline is bracketed."""
-        return {"overrides": dict(self.overrides), "reps": self.reps, "starts": self.starts,
-                "bracket": self.is_bracketed, "warmup": self.warmup}
+        ran = {"overrides": dict(self.overrides), "reps": self.reps, "starts": self.starts,
+               "bracket": self.is_bracketed, "warmup": self.warmup}
+        ran.update({k: v for k, v in (("stack", self.stack), ("against", self.against)) if v})
+        return ran
 
     @property
     def is_probe(self) -> bool:

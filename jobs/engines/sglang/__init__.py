@@ -7,15 +7,17 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from jobs.core.stacks import StackSpec
     from jobs.engines.flag_types import TypeTable
     from jobs.engines.sglang.engine import SGLangEngine
     from jobs.engines.sglang.flag_table import FlagTable
 
 
-def make_engine() -> SGLangEngine:
+def make_engine(stack: StackSpec | None = None) -> SGLangEngine:
+    """The engine on the engine's own interpreter, or on one of the host's stacks."""
     from jobs.engines.sglang.engine import SGLangEngine
 
-    return SGLangEngine()
+    return SGLangEngine(stack)
 
 
 def type_table() -> TypeTable:

@@ -23,6 +23,7 @@ from jobs.core.engine_info import describe
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
+from jobs.core.stacks import StackSpec
 from jobs.engines import preflight
 from jobs.engines.base import RunContext
 from jobs.engines.dialect import is_real, prompts_given, seeded
@@ -90,9 +91,11 @@ class SGLangDialect:
     ready_line: str | None = READY_LINE
     metrics = INFO.metrics
 
-    def __init__(self, python: str, version: str | None = None) -> None:
+    def __init__(self, python: str, version: str | None = None, *,
+                 env: Mapping[str, str] | None = None) -> None:
         self.python = python
         self.version = version  # the installed release (None: unknown, the launch will say)
+        self.env: Mapping[str, str] = dict(env or {})  # the stack's
 
     def server_argv(self, port: int, config: RunConfig) -> list[str]:
         return [self.python, "-m", "sglang.launch_server", "--host", "127.0.0.1",
@@ -135,17 +138,27 @@ class SGLangDialect:
 
 
 class SGLangEngine:
-    """Runs configurations with `$SPECBENCH_SGLANG_PYTHON -m sglang.launch_server`."""
+    """Runs configurations with `$SPECBENCH_SGLANG_PYTHON -m sglang.launch_server`, or with a
+    stack's interpreter and environment (docs/contracts.md "Stacks")."""
 
     name = "sglang"
 
-    def __init__(self) -> None:
+    def __init__(self, stack: StackSpec | None = None) -> None:
         # The release this engine's preflight checked the batch against: its runs are spelled
         # for it without asking again (an SGLang without metadata is imported at each asking).
         self._version: str | None = None
+        self.stack = stack
+
+    @property
+    def python(self) -> str:
+        return self.stack.python if self.stack is not None else INFO.python()
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(self.stack.env) if self.stack is not None else {}
 
     def preflight(self, plan: BatchPlan) -> dict[str, str]:
-        found = sglang_probe.known_help(INFO.python())
+        found = sglang_probe.known_help(self.python, env=self.env)
         self._version = found.version
         # launch_server's parser is argparse's with allow_abbrev on (0.5.19
         # srt/server_args.py:4261 prepare_server_args: `argparse.ArgumentParser(prog="sglang
@@ -153,16 +166,16 @@ class SGLangEngine:
         return preflight.check_plan(plan, found, table=load_table(), abbreviations=True)
 
     def fingerprint(self) -> dict[str, Any]:
-        return host_fingerprint(INFO.python(), package="sglang")
+        return host_fingerprint(self.python, package="sglang", env=self.env)
 
     def run(self, config: RunConfig, ctx: RunContext) -> RunRecord:
-        python = INFO.python()
+        python = self.python
         version: str | None = None
         try:  # the record keeps the names that ran
             version = self._version or sglang_probe.sglang_version(
-                sglang_probe.resolve_python(python))
+                sglang_probe.resolve_python(python), env=self.env)
             config = to_release(config, version, load_table())
         except (UserError, EngineError):
             pass  # no SGLang to ask: the launch itself will say so
         return run_served(config, ctx, rules=load_rules(),
-                          dialect=SGLangDialect(python, version))
+                          dialect=SGLangDialect(python, version, env=self.env))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from jobs.engines import probe
 from jobs.engines.probe import LaunchHelp as LaunchHelp
 from jobs.engines.probe import clear_memory as clear_memory
@@ -20,13 +22,14 @@ def resolve_python(python: str) -> str:
     return probe.resolve_python(SGLANG, python)
 
 
-def sglang_version(python: str) -> str:
-    return probe.engine_version(SGLANG, python)
+def sglang_version(python: str, *, env: Mapping[str, str] | None = None) -> str:
+    return probe.engine_version(SGLANG, python, env=env)
 
 
-def known_help(python: str) -> LaunchHelp:
-    return probe.known_help(SGLANG, python)
+def known_help(python: str, *, env: Mapping[str, str] | None = None) -> LaunchHelp:
+    return probe.known_help(SGLANG, python, env=env)
 
 
-def known_flags(python: str) -> tuple[str, frozenset[str]]:
-    return probe.known_flags(SGLANG, python)
+def known_flags(python: str, *, env: Mapping[str, str] | None = None
+                ) -> tuple[str, frozenset[str]]:
+    return probe.known_flags(SGLANG, python, env=env)

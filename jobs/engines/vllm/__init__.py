@@ -8,14 +8,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from jobs.core.stacks import StackSpec
     from jobs.engines.flag_types import TypeTable
     from jobs.engines.vllm.engine import VLLMEngine
 
 
-def make_engine() -> VLLMEngine:
+def make_engine(stack: StackSpec | None = None) -> VLLMEngine:
+    """The engine on the engine's own interpreter, or on one of the host's stacks."""
     from jobs.engines.vllm.engine import VLLMEngine
 
-    return VLLMEngine()
+    return VLLMEngine(stack)
 
 
 def type_table() -> TypeTable:

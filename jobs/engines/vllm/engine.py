@@ -26,6 +26,7 @@ from jobs.core.engine_info import describe
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
+from jobs.core.stacks import StackSpec
 from jobs.engines import preflight
 from jobs.engines.base import RunContext
 from jobs.engines.dialect import is_real, prompts_given, seeded
@@ -95,10 +96,12 @@ class VLLMDialect:
     ready_line: str | None = None
     metrics = INFO.metrics
 
-    def __init__(self, python: str, model: str, version: str | None = None) -> None:
+    def __init__(self, python: str, model: str, version: str | None = None, *,
+                 env: Mapping[str, str] | None = None) -> None:
         self.python = python
         self.model = model
         self.version = version  # the installed release (None: unknown)
+        self.env: Mapping[str, str] = dict(env or {})  # the stack's
 
     def server_argv(self, port: int, config: RunConfig) -> list[str]:
         return [self.python, *CLI, "serve", self.model, "--host", "127.0.0.1", "--port",
@@ -147,17 +150,27 @@ class VLLMDialect:
 
 
 class VLLMEngine:
-    """Runs configurations with `$SPECBENCH_VLLM_PYTHON -m vllm.entrypoints.cli.main serve`."""
+    """Runs configurations with `$SPECBENCH_VLLM_PYTHON -m vllm.entrypoints.cli.main serve`, or
+    with a stack's interpreter and environment (docs/contracts.md "Stacks")."""
 
     name = "vllm"
 
-    def __init__(self) -> None:
+    def __init__(self, stack: StackSpec | None = None) -> None:
         self._version: str | None = None  # the release preflight found
+        self.stack = stack
+
+    @property
+    def python(self) -> str:
+        return self.stack.python if self.stack is not None else INFO.python()
+
+    @property
+    def env(self) -> dict[str, str]:
+        return dict(self.stack.env) if self.stack is not None else {}
 
     def preflight(self, plan: BatchPlan) -> dict[str, str]:
         for config in plan.configs:
             model_of(config)
-        found = vllm_probe.known_help(INFO.python())
+        found = vllm_probe.known_help(self.python, env=self.env)
         self._version = found.version
         flags_only = dataclasses.replace(plan, configs=tuple(
             dataclasses.replace(c, server_args={k: v for k, v in c.server_args.items()
@@ -166,14 +179,14 @@ class VLLMEngine:
         return preflight.check_plan(flags_only, found, abbreviations=True)
 
     def fingerprint(self) -> dict[str, Any]:
-        return host_fingerprint(INFO.python(), package="vllm")
+        return host_fingerprint(self.python, package="vllm", env=self.env)
 
     def run(self, config: RunConfig, ctx: RunContext) -> RunRecord:
-        python, version = INFO.python(), self._version
+        python, version = self.python, self._version
         if version is None:
             try:  # its metadata, cached: the sampling its bench client sends depends on it
-                version = vllm_probe.vllm_version(python)
+                version = vllm_probe.vllm_version(python, env=self.env)
             except EngineError:
                 pass  # no vLLM to ask: the launch itself will say so
-        dialect = VLLMDialect(python, model_of(config), version)
+        dialect = VLLMDialect(python, model_of(config), version, env=self.env)
         return run_served(config, ctx, rules=load_rules(), dialect=dialect)

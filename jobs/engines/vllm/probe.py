@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from jobs.engines import probe
 from jobs.engines.probe import LaunchHelp
 
@@ -15,9 +17,9 @@ VLLM = probe.Probe(
 )
 
 
-def vllm_version(python: str) -> str:
-    return probe.engine_version(VLLM, python)
+def vllm_version(python: str, *, env: Mapping[str, str] | None = None) -> str:
+    return probe.engine_version(VLLM, python, env=env)
 
 
-def known_help(python: str) -> LaunchHelp:
-    return probe.known_help(VLLM, python)
+def known_help(python: str, *, env: Mapping[str, str] | None = None) -> LaunchHelp:
+    return probe.known_help(VLLM, python, env=env)

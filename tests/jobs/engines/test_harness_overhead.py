@@ -24,9 +24,9 @@ def test_a_batch_asks_its_sglang_version_once(tmp_path: Path,
     asked: list[str] = []
     probe = engine_probe._probe_version
 
-    def counted(which: Any, python: str) -> Any:  # the real probe (it imports the stand-in)
-        asked.append(python)
-        return probe(which, python)
+    def counted(which: Any, python: str, *, env: Any = None) -> Any:  # the real probe (it
+        asked.append(python)                                          # imports the stand-in)
+        return probe(which, python, env=env)
 
     monkeypatch.setattr(engine_probe, "_probe_version", counted)
     plan = standin.plan(standin.config("baseline", role="baseline"),
@@ -48,7 +48,8 @@ def test_a_run_without_preflight_still_asks(tmp_path: Path,
     asked: list[str] = []
     probe = engine_probe._probe_version
     monkeypatch.setattr(engine_probe, "_probe_version",
-                        lambda which, python: asked.append(python) or probe(which, python))
+                        lambda which, python, env=None: asked.append(python)
+                        or probe(which, python, env=env))
     config = standin.config("baseline", role="baseline")
     record = SGLangEngine().run(config, standin.ctx(standin.plan(config), "baseline"))
     assert record.status == "ok" and len(asked) == 1

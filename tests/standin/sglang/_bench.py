@@ -243,7 +243,7 @@ def main(argv: list[str], *, module: str) -> int:
     if completed == 0:
         print("UserWarning: All requests failed. This is likely due to a misconfiguration on the "
               "benchmark arguments.", flush=True)
-    one = float(os.environ.get("STANDIN_THROUGHPUT") or 82.0) * standin_host.host_speed()
+    one = standin_host.throughput(__version__) * standin_host.host_speed()
     ttft_one = float(os.environ.get("STANDIN_TTFT_MS") or 120.0)
     c = concurrency(args, sent, ttft_one / 1000.0 + random_out / one)
     per_request = one * _load.speed(c, speculative=accept_length is not None)

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+import standin_host
 import standin_load as _load
 from sglang import __version__
 from sglang._flags import version_tuple
@@ -136,7 +137,7 @@ def kv_tokens() -> int:
 
 
 def throughput() -> float:
-    return float(os.environ.get("STANDIN_THROUGHPUT") or 82.0)
+    return standin_host.throughput(__version__)
 
 
 class Handler(BaseHTTPRequestHandler):

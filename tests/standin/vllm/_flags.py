@@ -26,11 +26,18 @@ from vllm._types import human_readable_int, value_type
 FLAGS = Path(__file__).resolve().parent / "flags"
 
 
+def _release(version: str) -> tuple[int, ...]:
+    found = re.match(r"^\d+(\.\d+){0,2}", version.strip())
+    return tuple(int(p) for p in found.group(0).split(".")) if found else (0,)
+
+
 @functools.lru_cache(maxsize=4)
 def flag_set(version: str) -> dict[str, Any]:
-    """The kept flag set for `version` (only 0.33.0 is kept: every version uses it)."""
-    kept = sorted(FLAGS.glob("[0-9]*.json"))
-    chosen = next((p for p in kept if p.name == f"{version}.json"), kept[-1])
+    """The kept flag set for `version`: its own, else the nearest kept release below it, else
+    the oldest kept (0.33.0 and 0.34.0 are kept)."""
+    kept = sorted(FLAGS.glob("[0-9]*.json"), key=lambda p: _release(p.stem))
+    below = [p for p in kept if _release(p.stem) <= _release(version)]
+    chosen = below[-1] if below else kept[0]
     data: dict[str, Any] = json.loads(chosen.read_text())
     return data
 

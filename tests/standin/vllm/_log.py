@@ -36,7 +36,10 @@ def note(role: str, **extra: Any) -> None:
     path = os.environ.get("STANDIN_INFO_FILE")
     if not path:
         return
-    entry = {"role": role, "pid": os.getpid(), "pgid": os.getpgid(0), "time": time.time()}
+    from vllm import __version__  # the release it plays (a stack's, in a host of several)
+
+    entry = {"role": role, "pid": os.getpid(), "pgid": os.getpgid(0), "time": time.time(),
+             "version": __version__}
     entry.update(extra)
     with open(path, "a", encoding="utf-8") as handle:
         handle.write(json.dumps(entry) + "\n")

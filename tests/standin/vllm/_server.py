@@ -34,7 +34,9 @@ from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from typing import Any
 
+import standin_host
 import standin_load as _load
+from vllm import __version__
 from vllm._log import note as _note
 
 SAMPLING = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
@@ -186,7 +188,7 @@ def base_accept_length() -> float:
 
 
 def throughput() -> float:
-    return float(os.environ.get("STANDIN_THROUGHPUT") or 82.0)
+    return standin_host.throughput(__version__)
 
 
 def token_s(running: int) -> float:

@@ -1,0 +1,191 @@
+"""A bisection over the host's stacks (docs/contracts.md "Stacks", bisect), run by the worker that
+takes its batch: the first stack, between a good one and a bad one, where a configuration's
+change appears.
+
+The bisect batch runs no server itself. It reads every stack of its engine from the host's file,
+fingerprints each with its own interpreter (its engine's version: the order), and runs its
+probes as batches of their own, inline, one stack each (`part_of` it: the preset's baseline and
+the configuration, on that stack), at most ceil(log2(n)) of them for n candidates
+(jobs.core.stacks.Bisection). Without the values before and after the change, one upgrade check
+of the two ends comes first (`--stack GOOD --against BAD`): it says whether there is a change at
+all, and its two values. Its report is the bisection's (`"bisect"`), not a batch's.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import socket
+from collections.abc import Callable
+from typing import Any
+
+from jobs.batches import stacks
+from jobs.core.engine_info import describe
+from jobs.core.events import Event, EventSink, make_event
+from jobs.core.plans import BatchPlan, BatchRow
+from jobs.core.stacks import (
+    Bisection,
+    by_values,
+    diff_text,
+    need_stacks,
+    needed,
+    order_stacks,
+    stack_diff,
+)
+from jobs.core.stacks import between as stacks_between
+from jobs.core.verdicts import is_better
+from jobs.engines.stack_check import check_stack
+from jobs.errors import UserError
+from jobs.store import TERMINAL_STATES, Store
+from jobs.store.experiments import part_key
+
+Execute = Callable[[str, EventSink], dict[str, Any]]  # a part's batch id and sink -> its report
+
+
+class PartRelay:
+    """The sink a bisection's part runs with: each of its events as it is, and again as a
+    `bisect.part` event of the bisect batch, so that whoever follows the bisection sees it."""
+
+    def __init__(self, sink: EventSink, *, batch: str, stack: str) -> None:
+        self._sink, self._batch, self._stack = sink, batch, stack
+
+    def emit(self, event: Event) -> None:
+        self._sink.emit(event)
+        inner = {k: v for k, v in event.items() if k != "report"}
+        self._sink.emit(make_event("bisect.part", self._batch, part=event.get("batch"),
+                                   stack=self._stack, event=inner))
+
+
+def execute_bisect(row: BatchRow, *, store: Store, sink: EventSink, execute: Execute,
+                   new_id: Callable[[], str], cancelled: Callable[[], bool]) -> dict[str, Any]:
+    """Run (or resume) a bisect batch to its report."""
+    plan, host = row.plan, socket.gethostname()
+    asked = dict(plan.bisect or {})
+    try:
+        fingerprints, names = candidates(plan, good=asked["from"], bad=asked["to"])
+    except UserError as exc:
+        error = f"the bisection cannot run on {host}: {exc}"[:500]
+        store.set_state(row.id, "refused", host=host, error=error)
+        sink.emit(make_event("batch.finished", row.id, state="refused", report=None,
+                             error=error, host=host))
+        return {}
+    store.set_state(row.id, "running", host=host)
+    sink.emit(make_event("batch.started", row.id, host=host, queue=row.queue, approaches=[],
+                         reps=plan.reps, warmup=plan.warmup, metric=plan.metric,
+                         warnings=list(plan.warnings), preset=plan.preset, sweep=None,
+                         confirms=None, bisect={**asked, "stacks": names[:-1]}))
+    found: dict[str, Any] = {**asked, "approach": asked["approach"], "metric": plan.metric,
+                             "stacks": names[:-1], "measured": [],
+                             "ends": None, "first": None, "text": "", "needs": None}
+    part = _Parts(row, store=store, sink=sink, execute=execute, new_id=new_id)
+    before, after = asked.get("before"), asked.get("after")
+    if before is None or after is None:
+        ends = part.ends(good=asked["from"], bad=asked["to"])
+        found["ends"] = ends
+        if ends["outcome"] not in ("faster", "slower"):
+            found["text"] = (f"no change of {asked['approach']} between {asked['from']} and "
+                             f"{asked['to']} to bisect ({ends['outcome']}: {ends['why']})")
+            return _finish(row, store=store, sink=sink, found=found, cancelled=cancelled())
+        before, after = ends["before"], ends["after"]
+        found.update(before=before, after=after)
+    judge = by_values(before=float(before), after=float(after))
+    state = Bisection(tuple(names))
+    found["max_batches"] = state.max_batches
+    while (stack := state.next_stack()) is not None and not cancelled():
+        value, batch = part.value_on(stack)
+        found["measured"].append({"stack": stack, "batch": batch, "value": value,
+                                  "has_change": None if value is None else judge(value)})
+        if value is None:
+            break
+        state = state.measured(stack, has_change=judge(value))
+    worse = not is_better(float(after), float(before), lower_is_better=plan.lower_is_better)
+    found["direction"] = "slower" if worse else "faster"
+    if state.first is not None:
+        previous = state.before(asked["from"])
+        diff = stack_diff(fingerprints[previous], fingerprints[state.first], engine=plan.engine)
+        found.update(first=state.first, previous=previous, diff=diff)
+        found["text"] = f"first {found['direction']} on {state.first}: {diff_text(diff)}"
+        if len(names) == 1:
+            version_of = describe(plan.engine).version_key
+            found["needs"] = needed(diff, version_of=version_of)
+            found["text"] = (f"no stacks between {asked['from']} and {asked['to']}: the change "
+                             f"came between them ({diff_text(diff)}); to narrow it down this "
+                             f"host would need {found['needs']}")
+    else:
+        found["text"] = "the bisection stopped before it found the first stack with the change"
+    return _finish(row, store=store, sink=sink, found=found, cancelled=cancelled())
+
+
+def candidates(plan: BatchPlan, *, good: str, bad: str
+                ) -> tuple[dict[str, dict[str, Any]], list[str]]:
+    """Each stack's fingerprint (its own interpreter's) and the candidates after `good` up to
+    `bad`, in version order."""
+    found = need_stacks(f"bisect --from {good} --to {bad}")
+    for name in (good, bad):
+        check_stack(found.get(name, engine=plan.engine))
+    key = describe(plan.engine).version_key or plan.engine
+    fingerprints = {s.name: stacks.engine_on(plan.engine, s).fingerprint()
+                    for s in found.of_engine(plan.engine)}
+    versions = {name: fp.get(key) for name, fp in fingerprints.items()}
+    ordered = order_stacks(found.of_engine(plan.engine), versions=versions)
+    inside = stacks_between(ordered, good=good, bad=bad, versions=versions)
+    return fingerprints, [s.name for s in inside]
+
+
+class _Parts:
+    """The bisection's batches: made once each (found again when the bisection resumes), run
+    inline on this worker."""
+
+    def __init__(self, row: BatchRow, *, store: Store, sink: EventSink, execute: Execute,
+                 new_id: Callable[[], str]) -> None:
+        self.row, self.store, self.sink = row, store, sink
+        self.execute, self.new_id = execute, new_id
+
+    def _report(self, plan: BatchPlan, *, key: str, stack: str) -> tuple[str, dict[str, Any]]:
+        made, _ = self.store.create_batch(
+            batch_id=self.new_id(), preset=plan.preset, engine=plan.engine, queue=plan.queue,
+            requested_by=self.row.requested_by, plan=plan, channel=None,
+            idempotency_key=part_key(self.row.id, key))
+        if made.state in TERMINAL_STATES and made.report:
+            return made.id, made.report
+        return made.id, self.execute(made.id, PartRelay(self.sink, batch=self.row.id,
+                                                        stack=stack)) or {}
+
+    def _plan(self, **fields: Any) -> BatchPlan:
+        return dataclasses.replace(self.row.plan, bisect=None, part_of=self.row.id, **fields)
+
+    def value_on(self, stack: str) -> tuple[float | None, str]:
+        """The configuration's median on `stack` (None: it measured nothing), and its batch."""
+        approach = self.row.plan.configs[-1].approach
+        batch, report = self._report(self._plan(stack=stack), key=stack, stack=stack)
+        if approach == "baseline" or self.row.plan.configs[-1].role == "baseline":
+            value = (report.get("baseline") or {}).get("value")
+        else:
+            value = next((r.get("value") for r in report.get("results") or []
+                          if r.get("approach") == approach), None)
+        return (float(value) if isinstance(value, int | float) else None), batch
+
+    def ends(self, *, good: str, bad: str) -> dict[str, Any]:
+        """The configuration on both ends, as one upgrade check: its outcome and two values."""
+        approach = self.row.plan.configs[-1].approach
+        batch, report = self._report(self._plan(stack=good, against=bad), key="ends",
+                                     stack=f"{good} and {bad}")
+        result = next((r for r in (report.get("upgrade") or {}).get("results") or []
+                       if r.get("approach") == approach), None)
+        if result is None:
+            return {"batch": batch, "outcome": "cancelled", "why": "it did not run",
+                    "before": None, "after": None}
+        return {"batch": batch, "outcome": result["outcome"], "why": result["why"],
+                "before": result["before"], "after": result["value"]}
+
+
+def _finish(row: BatchRow, *, store: Store, sink: EventSink, found: dict[str, Any],
+            cancelled: bool) -> dict[str, Any]:
+    found["batches"] = len(found["measured"]) + (1 if found.get("ends") else 0)
+    state = "cancelled" if cancelled else "done"
+    report = {"batch": row.id, "preset": row.preset, "engine": row.engine,
+              "metric": row.plan.metric, "bisect": found, "state": state}
+    store.save_report(row.id, report)
+    store.set_state(row.id, state)
+    kind = "batch.cancelled" if cancelled else "batch.finished"
+    sink.emit(make_event(kind, row.id, state=state, report=report))
+    return report
