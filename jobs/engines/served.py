@@ -127,7 +127,8 @@ class _Run:
         return ending
 
     def _repeat(self) -> _Ending | None:
-        """The repetitions, until one ends the run or `stop_early` holds (without loads)."""
+        """The repetitions, until one ends the run or `stop_early` holds (without loads or a
+        capacity search: a point is judged at every level it reaches)."""
         reps, level = self.ctx.plan.reps, self.level
         for rep in range(1, reps + 1):
             self.ctx.on_phase("repetition", level.tag({"rep": rep, "of": reps}))
@@ -136,7 +137,7 @@ class _Run:
                 return ending
             got = level.samples.get(self.ctx.plan.metric, [])
             if rep < reps and self.ctx.stop_early and self.ctx.plan.loads is None \
-                    and self.ctx.stop_early(got):
+                    and self.ctx.plan.capacity is None and self.ctx.stop_early(got):
                 level.stopped_early = rep
                 self.notes.append(f"specbench: stopped after repetition {rep} of "
                                   f"{reps}: this point can no longer beat the best")
