@@ -16,9 +16,10 @@ import argparse
 import hashlib
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from jobs.core.capacity import MAX_LEVELS, Measured, Spec, measured, next_load
 from jobs.core.limits import MAX_CONCURRENCY, MAX_PROMPTS, MAX_THREADS, MAX_TOKENS
 from jobs.engines.local.model import build_target, make_prompts
 from jobs.engines.local.serving import Bench, Pass
@@ -70,6 +71,33 @@ def concurrency_levels(text: str) -> list[int]:
     return levels
 
 
+def capacity_range(text: str) -> tuple[int, int]:
+    """argparse type of `--capacity`: FROM,MAX, whole numbers of requests, FROM at most MAX."""
+    start, top = (positive_int(part) for part in text.split(","))
+    if start > top:
+        raise ValueError(f"expected FROM,MAX with FROM at most MAX, got {text}")
+    return start, top
+
+
+def limits(text: str) -> dict[str, float]:
+    """argparse type of `--slo`: KEY=LIMIT,... (upper limits on a pass's figures)."""
+    found = {}
+    for part in text.split(","):
+        key, _, limit = part.partition("=")
+        found[key] = float(limit)
+    return found
+
+
+def searched_levels(text: str) -> list[Measured]:
+    """argparse type of `--capacity-done`: LOAD:1 (held) or LOAD:0 (broke), in the order they
+    ran (a checkpoint's levels, taken back after a restart)."""
+    out = []
+    for part in filter(None, text.split(",")):
+        load, _, holds = part.partition(":")
+        out.append(Measured(float(positive_int(load)), holds == "1"))
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Server knobs (a preset's server_args), bench knobs (its bench) and the engine's own."""
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__, allow_abbrev=False)
@@ -101,6 +129,14 @@ def build_parser() -> argparse.ArgumentParser:
     own.add_argument("--loads", type=concurrency_levels, default=None,
                      help="max-concurrency levels, lowest first (1,4): every level in this "
                      "process, each with its warm-up and repetitions")
+    own.add_argument("--capacity", type=capacity_range, default=None,
+                     help="FROM,MAX: search the max-concurrency that holds the --slo limits "
+                     "(jobs.core.capacity: doubling from FROM, then bisecting), each level with "
+                     "its warm-up and repetitions")
+    own.add_argument("--slo", type=limits, default=None, help="KEY=LIMIT,...: the capacity's "
+                     "limits on each level's medians")
+    own.add_argument("--capacity-done", type=searched_levels, default=None,
+                     help="LOAD:1|0,...: the levels measured before a restart")
     own.add_argument("--baseline-digest", default=None)
     own.add_argument("--baseline-prompt-digests", default=None)
     return parser
@@ -124,6 +160,8 @@ def knob_flags(group: str) -> list[str]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.capacity is not None and (args.loads is not None or not args.slo):
+        parser.error("argument --capacity: needs --slo, and cannot be used with --loads")
     if not 1 <= (args.draft_layers or 1) < args.num_layers:
         parser.error(
             f"argument --draft-layers: expected a value from 1 to {args.num_layers - 1}, "
@@ -191,10 +229,12 @@ def pass_event(served: Pass, prompts: list[list[int]], **details: Any) -> None:
 def run_level(
     bench: Bench, prompts: list[list[int]], concurrency: int, *,
     tag: dict[str, Any], first: list[list[int]] | None,
+    figures: dict[str, list[float]] | None = None,
 ) -> tuple[list[list[int]], float | None]:
     """The warm-up (with `--warmup`) and the repetitions at one concurrency; every pass's output
     must equal `first` (the first pass of the run). Returns the first output and the level's
-    accept length; raises LosslessnessError at the first pass that differs."""
+    accept length, and keeps each repetition's latencies in `figures`; raises LosslessnessError
+    at the first pass that differs."""
     args = bench.args
     at = f" at max-concurrency {concurrency}" if tag else ""
     passes = [(0, "the warm-up")] if args.warmup else []
@@ -218,12 +258,27 @@ def run_level(
                   f"{served.seconds:.3f} s = {rate:.1f} tok/s, {served.forwards} target forward "
                   f"passes, {len(served.batch_sizes)} generate() calls", flush=True)
             pass_event(served, prompts, rep=rep, **tag)
+            for key, value in served.latencies().items():
+                (figures if figures is not None else {}).setdefault(key, []).append(value)
         if first is not None and served.outputs != first:
             raise LosslessnessError(f"greedy output of {name}{at} differs from the run's first "
                                     "pass")
         first = first or served.outputs
     assert first is not None
     return first, (tokens / forwards if bench.speculates and forwards else None)
+
+
+def _levels(args: argparse.Namespace) -> Iterator[tuple[int, int, bool]]:
+    """(level number, concurrency, whether the capacity search chose it): the `--loads`, the
+    single `--max-concurrency`, or each load the capacity search proposes from the levels
+    measured so far (`args.capacity_done`, which the caller extends after each level)."""
+    if args.capacity is None:
+        for index, concurrency in enumerate(args.loads or [args.max_concurrency], 1):
+            yield index, concurrency, False
+        return
+    spec = Spec("max-concurrency", *map(float, args.capacity))
+    while (load := next_load(spec, args.capacity_done or [])) is not None:
+        yield len(args.capacity_done or []) + 1, int(load), True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -259,18 +314,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         emit("bench_refused", reason=refused)
         print(f"{PROG}: error: {refused}", file=sys.stderr, flush=True)
         return 2
-    levels = args.loads or [args.max_concurrency]
     first: list[list[int]] | None = None
     accepts: list[float | None] = []
     try:
-        for index, concurrency in enumerate(levels, 1):
-            tag = {"load": {"max-concurrency": concurrency}} if args.loads else {}
+        for index, concurrency, searching in _levels(args):
+            tag = {"load": {"max-concurrency": concurrency}} if args.loads or searching else {}
             if tag:
-                emit("level", **tag, level=index, levels=len(levels))
-            first, accept = run_level(bench, prompts, concurrency, tag=tag, first=first)
+                emit("level", **tag, level=index, levels=MAX_LEVELS if searching else
+                     len(args.loads), **({"search": "capacity"} if searching else {}))
+            figures: dict[str, list[float]] = {}
+            first, accept = run_level(bench, prompts, concurrency, tag=tag, first=first,
+                                      figures=figures)
             accepts.append(accept)
+            if searching:
+                args.capacity_done = [*(args.capacity_done or []),
+                                      measured(concurrency, figures, args.slo)]
             emit("level_done", accept_length=accept, **tag)
-        assert first is not None
+        if first is None:  # every level was measured before a restart: nothing left to run
+            emit("done", accept_length=None, accept_lengths=[])
+            return 0
         emit("done", output_digest=digest(first), prompt_digests=prompt_digests(first),
              accept_length=accepts[0], accept_lengths=accepts)
         check_lossless(first, args)
