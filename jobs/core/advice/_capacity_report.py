@@ -21,6 +21,7 @@ from jobs.core.capacity import (
     binds_text,
     capacity_of,
     carries,
+    closing_capacity,
     judge_capacity,
     not_judged,
 )
@@ -64,7 +65,8 @@ def result_capacity(record: RunRecord, verdict: Verdict, *, baseline: RunRecord,
     else:
         found = judge_capacity(ours, theirs if theirs is not None and baseline.status == "ok"
                                else None, name=record.approach,
-                               min_effect_pct=metric.min_effect_pct, slo=metric.limits)
+                               min_effect_pct=metric.min_effect_pct, slo=metric.limits,
+                               closing=closing_capacity(baseline))
     goodput = None if ours is None or found.value is None else ours.median_at(key)
     entry = found.entry(goodput=goodput, goodput_key=key)
     if ours is not None and found.value is not None:  # the capacity as a bench setting
@@ -83,6 +85,9 @@ def baseline_capacity(baseline: RunRecord, *, metric: Metric) -> dict[str, Any] 
     if not found.complete:
         why += (f"; the search ended before its precision ({len(found.levels)} levels, "
                 f"status {baseline.status})")
+    closing = closing_capacity(baseline)
+    if closing is not None:
+        why += f"; its closing run carries {amount(found.spec, closing.value)}"
     return {"value": found.value, "binding": found.binding, "above": found.above,
             "complete": found.complete, "levels": len(found.levels),
             "goodput": found.median_at(key) if found.value is not None else None,

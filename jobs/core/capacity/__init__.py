@@ -23,6 +23,8 @@ from jobs.core.capacity._record import (
     Found,
     capacity_of,
     capacity_value,
+    closing_capacity,
+    read_capacity,
     searched,
     section,
 )
@@ -61,6 +63,8 @@ __all__ = [
     "capacity_of",
     "capacity_value",
     "carries",
+    "closing_capacity",
+    "read_capacity",
     "is_complete",
     "judge_capacity",
     "level_state",

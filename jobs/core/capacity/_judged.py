@@ -112,8 +112,10 @@ def carries(name: str, found: Found, slo: Mapping[str, float]) -> str:
 
 
 def judge_capacity(ours: Found, theirs: Found | None, *, name: str, min_effect_pct: float,
-                   slo: Mapping[str, float]) -> CapacityVerdict:
-    """Our capacity against the baseline's (None: the baseline has none to compare with)."""
+                   slo: Mapping[str, float], closing: Found | None = None) -> CapacityVerdict:
+    """Our capacity against the baseline's (None: the baseline has none to compare with);
+    `closing`: the baseline's closing run's, when the batch measured it again last: a change
+    no larger than the baseline's own move between its two runs is inconclusive."""
     spec = ours.spec
     lead = carries(name, ours, slo)
     binds = binds_text(ours)
@@ -144,6 +146,13 @@ def judge_capacity(ours: Found, theirs: Found | None, *, name: str, min_effect_p
         return CapacityVerdict("unchanged", ours.value, delta, ours.binding,
                                f"{shown}: unchanged (within one bisection step, "
                                f"{_step_text(spec, one)}){tail}")
+    moved = _moved(theirs, closing)
+    if moved is not None and apart <= abs(moved) + one + 1e-9:
+        return CapacityVerdict(
+            "inconclusive", ours.value, delta, ours.binding,
+            f"{shown}, but the baseline's own capacity moved from {number(spec, theirs.value)} "
+            f"to {number(spec, theirs.value + moved)} between its first and last runs: a "
+            f"change within that is inconclusive{tail}")
     if abs(delta) < min_effect_pct:
         return CapacityVerdict("unchanged", ours.value, delta, ours.binding,
                                f"{shown}: unchanged ({pct(delta)} is below the "
@@ -151,6 +160,15 @@ def judge_capacity(ours: Found, theirs: Found | None, *, name: str, min_effect_p
     verdict = "improved" if delta > 0 else "regressed"
     return CapacityVerdict(verdict, ours.value, delta, ours.binding,
                            f"{shown}: {verdict} {pct(delta)}{tail}")
+
+
+def _moved(first: Found, closing: Found | None) -> float | None:
+    """How far the baseline's capacity moved between its first and closing runs, when by at
+    least one bisection step; None otherwise."""
+    if closing is None or first.value is None or closing.value is None:
+        return None
+    moved = closing.value - first.value
+    return moved if abs(moved) + 1e-9 >= step(first.spec, first.value, closing.value) else None
 
 
 def _step_text(spec: Spec, one: float) -> str:

@@ -110,7 +110,18 @@ class Found:
 def capacity_of(record: RunRecord) -> Found | None:
     """A record's capacity; None for a run of a batch without `capacity` (or a record whose
     capacity is malformed: records are input)."""
-    raw = record.extra.get("capacity")
+    return read_capacity(record.extra.get("capacity"))
+
+
+def closing_capacity(baseline: RunRecord) -> Found | None:
+    """The capacity the baseline's closing run found (docs/contracts.md "Noise, measured": a
+    bracketed batch measures its baseline again last); None without one."""
+    bracket = baseline.extra.get("bracket")
+    return read_capacity(bracket.get("capacity")) if isinstance(bracket, dict) else None
+
+
+def read_capacity(raw: Any) -> Found | None:
+    """A record's `capacity` object read back; None when it is not one."""
     if not isinstance(raw, dict) or raw.get("knob") not in KNOBS:
         return None
     try:

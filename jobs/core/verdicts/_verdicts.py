@@ -14,7 +14,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from jobs.core.capacity import CAPACITY, capacity_of, judge_capacity
+from jobs.core.capacity import CAPACITY, capacity_of, closing_capacity, judge_capacity
 from jobs.core.deltas import change_pct as change_pct  # re-exported: where callers look
 from jobs.core.deltas import is_better as is_better
 from jobs.core.memory import reopened_by
@@ -227,7 +227,8 @@ def _capacity(record: RunRecord, baseline: RunRecord, *, metric: Metric) -> Verd
     ours = capacity_of(record)
     assert ours is not None
     found = judge_capacity(ours, capacity_of(baseline), name=record.approach,
-                           min_effect_pct=metric.min_effect_pct, slo=metric.limits)
+                           min_effect_pct=metric.min_effect_pct, slo=metric.limits,
+                           closing=closing_capacity(baseline))
     return Verdict(found.verdict, None, found.value, found.delta_pct, found.why,
                    reason="capacity" if found.verdict == "inconclusive" else None)
 
