@@ -106,7 +106,7 @@ class RunRecord:
         `capacity` (docs/contracts.md "Capacity under the SLO") is the record's capacity: one
         value, none when the search found none (or the batch searched for none)."""
         values = self.metrics.get(metric)
-        if metric == CAPACITY and values is None:
+        if metric == CAPACITY and not values:
             found = self.extra.get(CAPACITY)
             values = found.get("value") if isinstance(found, dict) else None
         if not isinstance(values, list):
