@@ -71,6 +71,7 @@ def result_capacity(record: RunRecord, verdict: Verdict, *, baseline: RunRecord,
     entry = found.entry(goodput=goodput, goodput_key=key)
     if ours is not None and found.value is not None:  # the capacity as a bench setting
         entry["load"] = ours.spec.load(found.value)
+    entry["above"] = None if ours is None else ours.above  # the lowest load that broke it
     return entry
 
 
