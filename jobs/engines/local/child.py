@@ -16,12 +16,13 @@ import argparse
 import hashlib
 import json
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from jobs.core.capacity import MAX_LEVELS, Measured, Spec, measured, next_load
+from jobs.core.capacity import MAX_LEVELS, measured
 from jobs.core.limits import MAX_CONCURRENCY, MAX_PROMPTS, MAX_THREADS, MAX_TOKENS
 from jobs.engines.local.model import build_target, make_prompts
+from jobs.engines.local.searching import add_flags, levels_of
 from jobs.engines.local.serving import Bench, Pass
 
 PROG = "local_child"
@@ -71,33 +72,6 @@ def concurrency_levels(text: str) -> list[int]:
     return levels
 
 
-def capacity_range(text: str) -> tuple[int, int]:
-    """argparse type of `--capacity`: FROM,MAX, whole numbers of requests, FROM at most MAX."""
-    start, top = (positive_int(part) for part in text.split(","))
-    if start > top:
-        raise ValueError(f"expected FROM,MAX with FROM at most MAX, got {text}")
-    return start, top
-
-
-def limits(text: str) -> dict[str, float]:
-    """argparse type of `--slo`: KEY=LIMIT,... (upper limits on a pass's figures)."""
-    found = {}
-    for part in text.split(","):
-        key, _, limit = part.partition("=")
-        found[key] = float(limit)
-    return found
-
-
-def searched_levels(text: str) -> list[Measured]:
-    """argparse type of `--capacity-done`: LOAD:1 (held) or LOAD:0 (broke), in the order they
-    ran (a checkpoint's levels, taken back after a restart)."""
-    out = []
-    for part in filter(None, text.split(",")):
-        load, _, holds = part.partition(":")
-        out.append(Measured(float(positive_int(load)), holds == "1"))
-    return out
-
-
 def build_parser() -> argparse.ArgumentParser:
     """Server knobs (a preset's server_args), bench knobs (its bench) and the engine's own."""
     parser = argparse.ArgumentParser(prog=PROG, description=__doc__, allow_abbrev=False)
@@ -129,14 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     own.add_argument("--loads", type=concurrency_levels, default=None,
                      help="max-concurrency levels, lowest first (1,4): every level in this "
                      "process, each with its warm-up and repetitions")
-    own.add_argument("--capacity", type=capacity_range, default=None,
-                     help="FROM,MAX: search the max-concurrency that holds the --slo limits "
-                     "(jobs.core.capacity: doubling from FROM, then bisecting), each level with "
-                     "its warm-up and repetitions")
-    own.add_argument("--slo", type=limits, default=None, help="KEY=LIMIT,...: the capacity's "
-                     "limits on each level's medians")
-    own.add_argument("--capacity-done", type=searched_levels, default=None,
-                     help="LOAD:1|0,...: the levels measured before a restart")
+    add_flags(own)  # the capacity search's (jobs.engines.local.searching)
     own.add_argument("--baseline-digest", default=None)
     own.add_argument("--baseline-prompt-digests", default=None)
     return parser
@@ -268,19 +235,6 @@ def run_level(
     return first, (tokens / forwards if bench.speculates and forwards else None)
 
 
-def _levels(args: argparse.Namespace) -> Iterator[tuple[int, int, bool]]:
-    """(level number, concurrency, whether the capacity search chose it): the `--loads`, the
-    single `--max-concurrency`, or each load the capacity search proposes from the levels
-    measured so far (`args.capacity_done`, which the caller extends after each level)."""
-    if args.capacity is None:
-        for index, concurrency in enumerate(args.loads or [args.max_concurrency], 1):
-            yield index, concurrency, False
-        return
-    spec = Spec("max-concurrency", *map(float, args.capacity))
-    while (load := next_load(spec, args.capacity_done or [])) is not None:
-        yield len(args.capacity_done or []) + 1, int(load), True
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     import torch
@@ -317,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     first: list[list[int]] | None = None
     accepts: list[float | None] = []
     try:
-        for index, concurrency, searching in _levels(args):
+        for index, concurrency, searching in levels_of(args):
             tag = {"load": {"max-concurrency": concurrency}} if args.loads or searching else {}
             if tag:
                 emit("level", **tag, level=index, levels=MAX_LEVELS if searching else

@@ -38,8 +38,8 @@ from jobs.engines.local.levels import (
     LevelProgress,
     Progress,
     by_load,
+    capacity_argv,
     capacity_record,
-    done_flag,
     finished,
     handle_event,
     level_metrics,
@@ -210,11 +210,7 @@ class LocalEngine:
         argv += ["--reps", str(ctx.plan.reps), *(["--warmup"] if ctx.plan.warmup else [])]
         if ctx.plan.loads:  # every level in this one child: the server starts once
             argv += ["--loads", ",".join(str(v) for v in ctx.plan.loads[LOAD_KNOB][done:])]
-        if ctx.plan.capacity is not None:  # the search, level by level, in this one child
-            argv += ["--capacity", f"{ctx.plan.capacity['from']},{ctx.plan.capacity['max']}",
-                     "--slo", ",".join(f"{k}={v}" for k, v in ctx.plan.slo.items())]
-            if restored:
-                argv += ["--capacity-done", done_flag(ctx.plan, restored)]
+        argv += capacity_argv(ctx.plan, restored)  # the search, level by level, in this child
         base = ctx.baseline
         if base is None or base.status != "ok" or config.role == "baseline":
             return argv

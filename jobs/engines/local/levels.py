@@ -170,13 +170,20 @@ def capacity_record(plan: BatchPlan, progress: Progress, *, status: str) -> dict
     return section(Spec.of(plan.capacity), entries, plan.slo)
 
 
-def done_flag(plan: BatchPlan, restored: Sequence[Mapping[str, Any]]) -> str:
-    """`--capacity-done`: each level a checkpoint held, LOAD:1 (held the SLO) or LOAD:0."""
-    assert plan.capacity is not None
+def capacity_argv(plan: BatchPlan, restored: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The child's search flags (jobs.engines.local.searching): its range, its limits, and each
+    level a checkpoint held as `--capacity-done` LOAD:1 (held the SLO) or LOAD:0; [] without a
+    capacity search."""
+    if plan.capacity is None:
+        return []
     knob = str(plan.capacity["knob"])
+    argv = ["--capacity", f"{plan.capacity['from']},{plan.capacity['max']}",
+            "--slo", ",".join(f"{k}={v}" for k, v in plan.slo.items())]
     held = [(entry["load"][knob], measured(entry["load"][knob], entry.get("metrics") or {},
                                            plan.slo).holds) for entry in restored]
-    return ",".join(f"{load}:{int(holds)}" for load, holds in held)
+    if held:
+        argv += ["--capacity-done", ",".join(f"{load}:{int(holds)}" for load, holds in held)]
+    return argv
 
 
 SEARCH_LEVELS = MAX_LEVELS
