@@ -37,9 +37,8 @@ def test_the_cpu_capacity_preset_finds_each_configurations_capacity(tmp_path: Pa
     assert lookup["capacity"]["verdict"] == "regressed"
     assert lookup["capacity"]["value"] < base["value"]
     assert lookup["capacity"]["binding"] == "median_ttft_ms"
-    assert lookup["verdict"] == "improved"  # at one request it wins: the adopt step says where
-    (adopt,) = [s for s in report["next_steps"] if s["kind"] == "adopt"]
-    assert adopt["approach"] == "prompt-lookup" and "only up to its capacity" in adopt["action"]
+    assert lookup["capacity"]["why"].startswith(
+        f"prompt-lookup carries {lookup['capacity']['value']} concurrent request")
     assert report["capacity"]["slo_caveats"] == []  # a median: no few-samples exception needed
     assert progress.count("launching") == 2  # one child per configuration, every level in it
     assert "capacity level 3 max-concurrency 4" in progress
