@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from jobs.core.capacity import shown_metric
 from jobs.core.plans import RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet
@@ -237,7 +238,7 @@ class _Run:
             self.notes.append(f"specbench: repetition {rep} is no sample: {dialect.bench_name} "
                               f"completed {completed} of {sent} prompts")
             self.ctx.on_phase("result", level.tag({"rep": rep, "of": plan.reps, "metric":
-                                                   plan.metric, "value": None,
+                                                   shown_metric(plan.metric), "value": None,
                                                    "why": entry["why"]}))
             return None
         figures = figures_of(result, plan.metric, (*dialect.metrics, *plan.slo))
@@ -246,8 +247,9 @@ class _Run:
         if length is not None and length > 0:
             level.accept.append(float(length))
             entry["accept_length"] = float(length)
-        self.ctx.on_phase("result", level.tag({"rep": rep, "of": plan.reps, "metric":
-                                               plan.metric, "value": figures.get(plan.metric)}))
+        shown = shown_metric(plan.metric)
+        self.ctx.on_phase("result", level.tag({"rep": rep, "of": plan.reps, "metric": shown,
+                                               "value": figures.get(shown)}))
         return None
 
     def _record_warmup(self, result: dict[str, Any], *, seed: int, sent: int,
@@ -261,8 +263,9 @@ class _Run:
         if not is_count(completed) or completed != sent:
             self.notes.append(f"specbench: the warm-up completed {completed} of {sent} prompts "
                               "(not a sample either way)")
-        self.ctx.on_phase("result", level.tag({"rep": 0, "of": plan.reps, "metric": plan.metric,
-                                               "warmup": True, "value": warmup.get(plan.metric)}))
+        shown = shown_metric(plan.metric)
+        self.ctx.on_phase("result", level.tag({"rep": 0, "of": plan.reps, "metric": shown,
+                                               "warmup": True, "value": warmup.get(shown)}))
 
     def _reset(self, rep: int) -> None:
         """The engine's caches emptied before repetition `rep`, where it can."""

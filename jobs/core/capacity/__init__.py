@@ -42,6 +42,7 @@ from jobs.core.capacity._search import (
     level_state,
     measured,
     next_load,
+    shown_metric,
 )
 
 __all__ = [
@@ -76,5 +77,6 @@ __all__ = [
     "searched",
     "section",
     "short",
+    "shown_metric",
     "step",
 ]

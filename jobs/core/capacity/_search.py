@@ -23,6 +23,16 @@ from typing import Any
 from jobs.core.records import CAPACITY as CAPACITY  # what a sweep maximises: `metric: capacity`
 
 KNOBS = ("max-concurrency", "request-rate")
+SHOWN = "output_throughput"
+"""What a pass's progress shows while a batch searches `metric: capacity` (no pass measures a
+capacity: every engine's bench reports this throughput)."""
+
+
+def shown_metric(metric: str) -> str:
+    """The figure a bench pass's progress shows for a batch judged by `metric`."""
+    return SHOWN if metric == CAPACITY else metric
+
+
 UNITS = {"max-concurrency": 1.0, "request-rate": 0.1}
 """The smallest step of each knob: one request; a tenth of a request a second."""
 PRECISION_PCT = 2.0

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from jobs.core.capacity import MAX_LEVELS, Spec, measured, section
+from jobs.core.capacity import MAX_LEVELS, Spec, measured, section, shown_metric
 from jobs.core.plans import BatchPlan
 from jobs.engines.base import RunContext
 from jobs.engines.local.child import PROG
@@ -89,7 +89,8 @@ def handle_event(event: dict[str, Any], progress: Progress, ctx: RunContext) -> 
         level = progress.level
         figures = {k: float(event[k]) for k in ("output_throughput", "total_throughput")}
         details: dict[str, Any] = {"rep": event.get("rep"), "of": ctx.plan.reps,
-                                   "metric": ctx.plan.metric, "value": figures.get(ctx.plan.metric)}
+                                   "metric": shown_metric(ctx.plan.metric),
+                                   "value": figures.get(shown_metric(ctx.plan.metric))}
         level.batch_size = max([level.batch_size, *event.get("batch_sizes", [])])
         if event.get("warmup"):
             counts: dict[str, Any] = {k: event[k] for k in ("tokens", "seconds", "completed")
