@@ -133,6 +133,18 @@ def test_each_capacity_is_the_one_the_standins_load_model_implies(
     assert "capacity ▼ ttft-heavy carries 8 concurrent requests within the SLO" in text
     slack = run(tmp_path, standin, "show", "--format", "slack").stdout
     assert "ttft-heavy carries 8 concurrent requests within the SLO, the baseline 13" in slack
+    # the records alone (their preset unknown to this config) judge the same, by the limits
+    # the search kept; `--metric capacity` makes every verdict the capacity's
+    runs = tmp_path / "runs.jsonl"
+    runs.write_text(shown.stdout)
+    again = json.loads(run(tmp_path, standin, "analyze", str(runs), "--format", "json").stdout)
+    assert again["capacity"]["slo"] == SLO
+    assert [r["capacity"] for r in again["results"]] == [r["capacity"] for r in report["results"]]
+    by_capacity = run(tmp_path, standin, "analyze", str(runs), "--metric", "capacity",
+                      "--format", "json")
+    assert by_capacity.returncode == 0, by_capacity.stderr
+    (judged,) = json.loads(by_capacity.stdout)["results"]
+    assert (judged["verdict"], judged["value"], judged["delta_pct"]) == ("regressed", 8, -38.5)
 
 
 def _median(found: Mapping[str, Any], load: int, key: str) -> float:

@@ -36,9 +36,9 @@ def capacity_line(report: Mapping[str, Any]) -> str:
     text = (f"Capacity: {spec.knob} from {spec.as_load(spec.start):g} up to "
             f"{spec.as_load(spec.max):g}, doubling then bisecting to {PRECISION_PCT:g}% or "
             f"{unit}")
-    if not report.get("slo"):  # else the SLO line above says it
+    if not report.get("slo") and found.get("slo"):  # else the SLO line above says it
         caveats = found.get("slo_caveats") or []
-        text += f", within {_limits(found.get('slo') or {})}" + (
+        text += f", within {_limits(found['slo'])}" + (
             f" ({'; '.join(caveats)})" if caveats else "")
     if report.get("metric") != "capacity":
         text += (f"; the table's {report.get('metric')} is at {spec.knob} "

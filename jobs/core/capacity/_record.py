@@ -1,5 +1,6 @@
 """A run's capacity as its record keeps it (docs/contracts.md "Capacity under the SLO"):
-`"capacity": {"knob", "from", "max", "value", "binding", "above", "complete", "levels"}`, made
+`"capacity": {"knob", "from", "max", "slo", "value", "binding", "above", "complete", "levels"}`,
+made
 by the engines from the levels they measured (`section`) and read back by the report, the
 sweep and the charts (`capacity_of`).
 
@@ -62,7 +63,8 @@ def section(spec: Spec, entries: Sequence[Mapping[str, Any]],
     found = searched(spec, entries, slo)
     low, high = bounds(found)
     ended = all(entry.get("status", "ok") == "ok" for entry in entries)
-    return {**spec.to_dict(), "value": None if low is None else spec.as_load(low),
+    return {**spec.to_dict(), "slo": {key: float(limit) for key, limit in slo.items()},
+            "value": None if low is None else spec.as_load(low),
             "binding": binding_key(found),
             "above": None if high is None else spec.as_load(high),
             "complete": ended and is_complete(spec, found), "levels": levels}
@@ -78,6 +80,7 @@ class Found:
     above: float | None
     complete: bool
     levels: tuple[dict[str, Any], ...] = field(default=())
+    slo: dict[str, float] = field(default_factory=dict)  # the limits it searched within
 
     @property
     def at_max(self) -> bool:
@@ -130,7 +133,10 @@ def read_capacity(raw: Any) -> Found | None:
         return None
     levels = raw.get("levels")
     value, above = _number(raw.get("value")), _number(raw.get("above"))
+    given = raw.get("slo")
+    limits: dict[Any, Any] = given if isinstance(given, dict) else {}
     return Found(spec=spec, value=None if value is None else spec.as_load(value),
+                 slo={str(k): float(v) for k, v in limits.items() if _number(v) is not None},
                  binding=_text(raw.get("binding")),
                  above=None if above is None else spec.as_load(above),
                  complete=raw.get("complete") is True,
