@@ -382,7 +382,7 @@ def _closing_bracket(
     closing = run_starts(engine, config, ctx)
     found: dict[str, Any] = {"metrics": closing.metrics, "status": closing.status,
                              "started_at": closing.started_at, "finished_at": closing.finished_at}
-    found.update({k: closing.extra[k] for k in ("by_load", "starts", "repetitions")
+    found.update({k: closing.extra[k] for k in ("by_load", "starts", "repetitions", "capacity")
                   if k in closing.extra})
     record = to_stored(dataclasses.replace(baseline, extra={**baseline.extra, "bracket": found}),
                        plan)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from jobs.core.capacity import capacity_of
 from jobs.core.events import EventSink, make_event
 from jobs.core.levels import baseline_levels, report_levels
 from jobs.core.plans import BatchPlan
@@ -49,6 +50,9 @@ def emit_finished(
         fields.update(value=median(record.samples(plan.metric)))
         if (levels := baseline_levels(record, plan.levels, metric=metric)) is not None:
             fields["by_load"] = levels
+    if (found := capacity_of(record)) is not None:  # docs/contracts.md "Capacity under the SLO"
+        fields["capacity"] = {"knob": found.spec.knob, "value": found.value,
+                              "binding": found.binding}
     sink.emit(make_event(
         "approach.finished", record.batch, approach=record.approach, index=index + 1, of=of,
         **fields,

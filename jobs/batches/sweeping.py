@@ -18,6 +18,7 @@ import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from jobs.core.capacity import CAPACITY
 from jobs.core.events import Event, EventSink, make_event
 from jobs.core.levels import Points as Points  # where the worker looks
 from jobs.core.levels import objective_text, slo_section
@@ -114,8 +115,12 @@ def confirm(
     if result is None:
         return {"batch": crow.id, "approach": point, "verdict": "cancelled", "value": None,
                 "delta_pct": None}
-    return {"batch": crow.id, "approach": point, "verdict": result["verdict"],
-            "value": result["value"], "delta_pct": result["delta_pct"]}
+    found = {"batch": crow.id, "approach": point, "verdict": result["verdict"],
+             "value": result["value"], "delta_pct": result["delta_pct"]}
+    key = (report or {}).get("key_achievement") or {}
+    if plan.metric == CAPACITY and key.get("approach") == point:  # its capacity in words
+        found.update(text=key.get("text"), why=key.get("why"))
+    return found
 
 
 def add_sweep(
@@ -152,7 +157,7 @@ def _add_section(
         lower_is_better=plan.lower_is_better, confirmation=confirmation,
         feasible=points.feasible if plan.slo else None,
     )
-    if plan.loads:
+    if plan.loads or plan.metric == CAPACITY:
         report["sweep"]["objective"] = objective_text(plan)
     if plan.slo:
         report["sweep"]["slo"] = slo_section(points)
@@ -173,9 +178,13 @@ def _add_section(
     if confirmation is not None and confirmation["verdict"] == "improved":
         confirmed = {"approach": confirmation["approach"], "value": confirmation["value"],
                      "delta_pct": confirmation["delta_pct"],
-                     **({"load": plan.levels[0]} if plan.loads else {})}  # the lowest level's
+                     **({"load": plan.levels[0]} if plan.loads else {}),  # the lowest level's
+                     **({"metric": CAPACITY, "text": confirmation.get("text") or "",
+                         "why": confirmation.get("why") or ""}
+                        if plan.metric == CAPACITY else {})}
     found = [k for k in (confirmed, _unswept_key(report, plan)) if k is not None]
-    report["key_achievement"] = max(found, key=lambda k: float(k["delta_pct"])) \
+    report["key_achievement"] = max(found, key=lambda k: (k["delta_pct"] is None,
+                                                          float(k["delta_pct"] or 0.0))) \
         if found else None
 
 

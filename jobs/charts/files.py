@@ -1,6 +1,8 @@
 """The charts that go beside a batch's summary chart, each a file named by its suffix: with load
-levels the metric against load and the load Pareto front (`jobs.charts.loads`), for a sweep its
-landscape and its throughput-against-latency Pareto front (`jobs.charts.sweep`). The thread
+levels the metric against load and the load Pareto front (`jobs.charts.loads`), with a capacity
+search each configuration's capacity against the baseline's (`jobs.charts.capacity`), for a
+sweep its landscape and its throughput-against-latency Pareto front (`jobs.charts.sweep`). The
+thread
 uploads them as `{batch}-{suffix}.png`; `show --chart FILE.png` writes them as
 `FILE-{suffix}.png`: the same charts on every surface."""
 
@@ -27,9 +29,10 @@ def extra_charts(
 ) -> list[ChartFile]:
     """Every chart beside the summary chart, in the order they are posted; [] for a batch
     without load levels that is no sweep."""
-    from jobs.charts.loads import load_charts  # it names ChartFile: imported once this is
+    from jobs.charts.capacity import capacity_charts  # they name ChartFile: imported once
+    from jobs.charts.loads import load_charts  # this is
 
-    return [*load_charts(report), *sweep_charts(records, plan=plan)]
+    return [*load_charts(report), *capacity_charts(report), *sweep_charts(records, plan=plan)]
 
 
 def sweep_charts(records: list[RunRecord], *, plan: BatchPlan) -> list[ChartFile]:

@@ -75,11 +75,11 @@ def summary_figure(report: dict[str, Any], records: list[RunRecord]) -> Any | No
     axes.grid(axis="x", alpha=0.3)
     _legend(axes, rows)
     figure.tight_layout()
-    _fit_notes(figure, axes)
+    fit_notes(figure, axes)
     return figure
 
 
-def _fit_notes(figure: Any, axes: Any) -> None:
+def fit_notes(figure: Any, axes: Any) -> None:
     """The value axis widened until every note beside a dot ends inside the plot: a long note
     (a failure's cause, a mixed row's levels) never runs over the frame."""
     for _ in range(3):  # the layout moves the frame a little each time

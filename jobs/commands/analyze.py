@@ -16,6 +16,7 @@ from typing import Any
 
 from jobs.core.advice import analyze as analyze_records
 from jobs.core.advice import load_remedies
+from jobs.core.capacity import CAPACITY, capacity_of
 from jobs.core.engine_info import describe, engine_of
 from jobs.core.limits import MAX_MIN_EFFECT_PCT
 from jobs.core.plans import load_preset, preset_names
@@ -47,8 +48,11 @@ def analyze(args: AnalyzeArgs) -> dict[str, Any]:
     if args.min_effect_pct is not None and not 0 <= args.min_effect_pct <= MAX_MIN_EFFECT_PCT:
         raise UserError(f"--min-effect must be a percentage from 0 to {MAX_MIN_EFFECT_PCT:g}, "
                         f"got {args.min_effect_pct:g}")
-    if args.metric is not None and not any(args.metric in r.metrics for r in records):
-        measured = sorted({k for r in records for k in r.metrics if k != "accept_length"})
+    searched = [found for r in records if (found := capacity_of(r)) is not None]
+    if args.metric is not None and not any(args.metric in r.metrics for r in records) \
+            and not (args.metric == CAPACITY and searched):
+        measured = sorted({k for r in records for k in r.metrics if k != "accept_length"}
+                          | ({CAPACITY} if searched else set()))
         raise UserError(f"no record of {source} measures {args.metric!r}"
                         f"{did_you_mean(args.metric, measured)}; they measure: "
                         f"{', '.join(measured) or 'nothing'}")
@@ -57,7 +61,9 @@ def analyze(args: AnalyzeArgs) -> dict[str, Any]:
         min_effect_pct=default.min_effect_pct if args.min_effect_pct is None
         else args.min_effect_pct,
         lower_is_better=default.lower_is_better if args.lower_is_better is None else True,
-        slo=default.slo, requests=_requests(records) or default.requests,
+        # docs/contracts.md "Capacity under the SLO": a search's records keep the limits it used
+        slo=default.slo or tuple(next((f.slo for f in searched if f.slo), {}).items()),
+        requests=_requests(records) or default.requests,
     )
     engine = engine_of(records[0].fingerprint, named=records[0].engine)
     report = analyze_records(records, metric=metric, rules=load_rules(), remedies=load_remedies(),

@@ -14,6 +14,7 @@ from typing import Any
 import jinja2
 
 from jobs import redaction, settings
+from jobs.core.capacity import capacity_text
 from jobs.core.levels import compare_levels, level_text
 from jobs.core.units import plural, unit_of
 
@@ -50,6 +51,7 @@ def environment() -> jinja2.Environment:
     env.filters["plural"] = plural  # {{ reps|plural("rep") }}: "1 rep", "3 reps"
     env.globals["levels"] = level_text  # load levels in words: levels.level_rows(r, report)
     env.globals["compare_levels"] = compare_levels  # a compared row's levels in words
+    env.globals["capacity"] = capacity_text  # capacity under the SLO in words
     return env
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobs.core.capacity import KNOBS, Spec, short
 from jobs.core.events import Event
 from jobs.core.levels import at_lowest, compact_row
 from jobs.core.plans import load_label
@@ -27,10 +28,15 @@ def value_text(value: Any, metric: str | None) -> str:
 
 
 def level_text(event: Event) -> str:
-    """A `level` phase: 'level 2/4 max-concurrency 4' ('' for any other event)."""
+    """A `level` phase: 'level 2/4 max-concurrency 4', or a capacity search's 'capacity level 3
+    max-concurrency 4' (its levels are chosen as it goes: docs/contracts.md "Capacity under the
+    SLO"); '' for any other event."""
     if event.get("phase") != "level":
         return ""
-    return f"level {event.get('level')}/{event.get('levels')} {load_label(event.get('load') or {})}"
+    load = load_label(event.get("load") or {})
+    if event.get("search") == "capacity":
+        return f"capacity level {event.get('level')} {load}"
+    return f"level {event.get('level')}/{event.get('levels')} {load}"
 
 
 def phase_text(event: Event, level: Event | None = None) -> str:
@@ -85,11 +91,21 @@ def outcome_text(event: Event) -> str:
         parts.append(f"({event['delta_pct']:+.1f}%)")
     if event.get("cause"):
         parts.append(f"[{event['cause']}]")
-    text = " ".join(parts) + at_lowest(event)
+    text = " ".join(parts) + at_lowest(event) + _capacity(event)
     levels = event.get("by_load")
     if not levels:
         return text
     return f"{text} · {compact_row(levels)}"
+
+
+def _capacity(event: Event) -> str:
+    """' · capacity c=24 (p99_ttft_ms binds)' for a run that searched its capacity."""
+    found = event.get("capacity")
+    if not isinstance(found, dict) or found.get("knob") not in KNOBS:
+        return ""
+    spec = Spec(str(found["knob"]), 1.0, 1.0)
+    binds = f" ({found['binding']} binds)" if found.get("binding") else ""
+    return f" · capacity {short(spec, found.get('value'))}{binds}"
 
 
 def started_text(event: Event) -> str:

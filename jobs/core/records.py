@@ -19,6 +19,7 @@ from typing import Any
 from jobs.errors import RecordError
 
 STATUSES = ("ok", "failed", "timeout", "cancelled", "skipped")
+CAPACITY = "capacity"  # the record's capacity under the SLO, a judged key like a metric
 ROLES = ("baseline", "approach")
 _KNOWN = (
     "batch", "preset", "approach", "role", "parent", "hypothesis", "change", "server_args",
@@ -101,8 +102,13 @@ class RunRecord:
         return float(value) if isinstance(value, int | float) else None
 
     def samples(self, metric: str) -> list[float]:
-        """The metric's values, one per repetition (bad entries, NaN and infinities dropped)."""
+        """The metric's values, one per repetition (bad entries, NaN and infinities dropped).
+        `capacity` (docs/contracts.md "Capacity under the SLO") is the record's capacity: one
+        value, none when the search found none (or the batch searched for none)."""
         values = self.metrics.get(metric)
+        if metric == CAPACITY and not values:
+            found = self.extra.get(CAPACITY)
+            values = found.get("value") if isinstance(found, dict) else None
         if not isinstance(values, list):
             values = [values]
         return [float(v) for v in values if is_number(v) and math.isfinite(v)]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TypeVar, cast
 
+from jobs.core.capacity import CAPACITY
 from jobs.core.plans import (
     BatchPlan,
     RunConfig,
@@ -84,7 +85,9 @@ def to_run_record(
 ) -> RunRecord:
     """The run record of one configuration, as docs/contracts.md lays it out, masked (`mask_record`)
     with the secrets of this process's environment and the configuration's."""
-    measured: dict[str, Any] = {ctx.plan.metric: [], "accept_length": None}
+    # a capacity is no bench figure: the record's `capacity` holds it (jobs.core.capacity)
+    measured: dict[str, Any] = {ctx.plan.metric: [], "accept_length": None} \
+        if ctx.plan.metric != CAPACITY else {"accept_length": None}
     measured.update(metrics or {})
     record = RunRecord(
         batch=ctx.batch_id,

@@ -23,6 +23,13 @@ reps, warm-up, loads, metric and SLO keys), so a changed preset or configuration
 it; a checkpoint that cannot be read, or whose key differs, is ignored. It is deleted once the
 record is made, whatever its status. Only batches with loads write one. When every level is in
 the checkpoint the server is not started at all.
+
+Capacity under the SLO (docs/contracts.md "Capacity under the SLO"): the levels are not known in
+advance. Before each level the search (jobs.core.capacity) proposes the next load from the levels
+measured so far, until it is done; the record keeps them as its `capacity` (in the order they
+ran), its top-level figures the first level's (`from`). The checkpoint holds the levels measured
+in that order, and a resumed run takes each back as long as it is the load the search proposes
+after the ones before it, so no level is measured twice.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from jobs.core.capacity import MAX_LEVELS, Spec, next_load, searched, section
 from jobs.core.memory import bench_failure, bench_settings
 from jobs.core.plans import Load, RunConfig, bench_at, load_label
 from jobs.engines.base import RunContext
@@ -105,6 +113,8 @@ def checkpoint_key(config: RunConfig, ctx: RunContext) -> str:
              "server_args": config.server_args, "env": config.env, "engine": plan.engine,
              "bench": plan.bench, "reps": plan.reps, "warmup": plan.warmup,
              "loads": plan.loads, "metric": plan.metric, "slo": sorted(plan.slo)}
+    if plan.capacity is not None:  # the search's levels depend on its range and the limits
+        facts["capacity"] = {**plan.capacity, "limits": plan.slo}
     text = json.dumps(facts, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()
 
@@ -118,9 +128,12 @@ class Levels:
 
     def __init__(self, config: RunConfig, ctx: RunContext) -> None:
         self.ctx = ctx
-        self.with_loads = ctx.plan.loads is not None
-        self.levels = [Level(load=load, index=i, bench=bench_at(ctx.plan.bench, load))
-                       for i, load in enumerate(ctx.plan.levels)]
+        plan = ctx.plan
+        self.capacity = Spec.of(plan.capacity) if plan.capacity is not None else None
+        self.with_loads = plan.loads is not None or self.capacity is not None
+        self.levels = [] if self.capacity is not None else [
+            Level(load=load, index=i, bench=bench_at(plan.bench, load))
+            for i, load in enumerate(plan.levels)]
         self.path = checkpoint_path(ctx.log_path)
         self.key = checkpoint_key(config, ctx)
         self.notes: list[str] = []
@@ -129,10 +142,28 @@ class Levels:
 
     @property
     def pending(self) -> list[Level]:
+        if self.capacity is not None:  # the level the search proposes next, if any
+            load = self._proposed()
+            return [] if load is None else [self._level_at(load)]
         return [level for level in self.levels if level.restored is None]
+
+    def _proposed(self) -> float | None:
+        assert self.capacity is not None
+        done = searched(self.capacity, [level.entry() for level in self.levels], self.ctx.plan.slo)
+        if len(done) < len(self.levels):  # a level that did not run to its end ends the search
+            return None
+        return next_load(self.capacity, done)
+
+    def _level_at(self, load: float) -> Level:
+        assert self.capacity is not None
+        setting = self.capacity.load(load)
+        return Level(load=setting, index=len(self.levels),
+                     bench=bench_at(self.ctx.plan.bench, setting))
 
     def run(self, runner: Measures) -> Ending | None:
         """Each level not done yet, lowest first, until one ends the run."""
+        if self.capacity is not None:
+            return self._search(runner)
         total = len(self.levels)
         for level in self.pending:
             if self.with_loads:
@@ -146,11 +177,26 @@ class Levels:
                 self._save()
         return None
 
+    def _search(self, runner: Measures) -> Ending | None:
+        """Capacity under the SLO: the level the search proposes, measured, until it is done."""
+        while (load := self._proposed()) is not None:
+            level = self._level_at(load)
+            self.levels.append(level)
+            self.ctx.on_phase("level", {"load": dict(level.load), "level": level.index + 1,
+                                        "levels": MAX_LEVELS, "search": "capacity"})
+            ending = runner.measure(level)
+            if ending is not None:
+                level.status = ending.status
+                return ending
+            self._save()
+        return None
+
     def record_parts(self, status: str, *, in_bench: bool = False,
                      ) -> tuple[dict[str, Any], dict[str, Any]]:
         """(metrics, extra) of the record: the lowest level's, and `by_load` with loads; with
         `in_bench` (the benchmark failed on a live server) where it failed, with what settings:
-        no dead end of the server configuration (jobs.core.memory)."""
+        no dead end of the server configuration (jobs.core.memory). With a capacity search, the
+        first level's (`from`), and the record's `capacity`."""
         after = "cancelled" if status == "cancelled" else "skipped"
         entries: list[dict[str, Any]] = []
         ended = False
@@ -161,7 +207,7 @@ class Levels:
                 continue
             entries.append(level.entry())
             ended = level.restored is None and level.status != "ok"
-        lowest = entries[0]
+        lowest = entries[0] if entries else {"metrics": {}, "warmup": None}
         metrics = dict(lowest.get("metrics") or {})
         extra: dict[str, Any] = {}
         if lowest.get("repetitions"):
@@ -172,7 +218,9 @@ class Levels:
         # docs/contracts.md "Evidence for the why": the engine's own
         if lowest.get("server_metrics") is not None:
             extra["server_metrics"] = lowest["server_metrics"]
-        if self.with_loads:
+        if self.capacity is not None:
+            extra["capacity"] = section(self.capacity, entries, self.ctx.plan.slo)
+        elif self.with_loads:
             extra["by_load"] = entries
         if in_bench:
             extra.update(bench_failure(bench_settings(self.ctx.plan)))
@@ -182,6 +230,8 @@ class Levels:
         """The server never came up: the run ended at the first level left."""
         if (left := self.pending):
             left[0].status = status
+            if self.capacity is not None:  # the level the search was about to measure
+                self.levels.append(left[0])
 
     def finish(self) -> None:
         """The record is made: its checkpoint is no longer needed."""
@@ -200,11 +250,29 @@ class Levels:
         done = data.get("levels")
         if not isinstance(done, list):
             return
+        if self.capacity is not None:
+            self._restore_search(done)
+            return
         for level, entry in zip(self.levels, done, strict=False):
             if not isinstance(entry, dict) or entry.get("load") != level.load \
                     or entry.get("status") != "ok":
                 break
             level.restored = entry
+            self.notes.append(f"specbench: {load_label(level.load)} was measured before a "
+                              f"restart (its checkpoint): not benchmarked again")
+
+    def _restore_search(self, done: list[Any]) -> None:
+        """The checkpoint's levels, in the order they ran, each while it is the load the search
+        proposes after those before it."""
+        for entry in done:
+            load = self._proposed()
+            if load is None or not isinstance(entry, dict) or entry.get("status") != "ok":
+                break
+            level = self._level_at(load)
+            if entry.get("load") != level.load:
+                break
+            level.restored = entry
+            self.levels.append(level)
             self.notes.append(f"specbench: {load_label(level.load)} was measured before a "
                               f"restart (its checkpoint): not benchmarked again")
 

@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from jobs.core.capacity import shown_metric
 from jobs.core.plans import RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet
@@ -128,7 +129,8 @@ class _Run:
         return ending
 
     def _repeat(self) -> _Ending | None:
-        """The repetitions, until one ends the run or `stop_early` holds (without loads)."""
+        """The repetitions, until one ends the run or `stop_early` holds (without loads or a
+        capacity search: a point is judged at every level it reaches)."""
         reps, level = self.ctx.plan.reps, self.level
         for rep in range(1, reps + 1):
             self.ctx.on_phase("repetition", level.tag({"rep": rep, "of": reps}))
@@ -137,7 +139,7 @@ class _Run:
                 return ending
             got = level.samples.get(self.ctx.plan.metric, [])
             if rep < reps and self.ctx.stop_early and self.ctx.plan.loads is None \
-                    and self.ctx.stop_early(got):
+                    and self.ctx.plan.capacity is None and self.ctx.stop_early(got):
                 level.stopped_early = rep
                 self.notes.append(f"specbench: stopped after repetition {rep} of "
                                   f"{reps}: this point can no longer beat the best")
@@ -237,7 +239,7 @@ class _Run:
             self.notes.append(f"specbench: repetition {rep} is no sample: {dialect.bench_name} "
                               f"completed {completed} of {sent} prompts")
             self.ctx.on_phase("result", level.tag({"rep": rep, "of": plan.reps, "metric":
-                                                   plan.metric, "value": None,
+                                                   shown_metric(plan.metric), "value": None,
                                                    "why": entry["why"]}))
             return None
         figures = figures_of(result, plan.metric, (*dialect.metrics, *plan.slo))
@@ -246,8 +248,9 @@ class _Run:
         if length is not None and length > 0:
             level.accept.append(float(length))
             entry["accept_length"] = float(length)
-        self.ctx.on_phase("result", level.tag({"rep": rep, "of": plan.reps, "metric":
-                                               plan.metric, "value": figures.get(plan.metric)}))
+        shown = shown_metric(plan.metric)
+        self.ctx.on_phase("result", level.tag({"rep": rep, "of": plan.reps, "metric": shown,
+                                               "value": figures.get(shown)}))
         return None
 
     def _record_warmup(self, result: dict[str, Any], *, seed: int, sent: int,
@@ -261,8 +264,9 @@ class _Run:
         if not is_count(completed) or completed != sent:
             self.notes.append(f"specbench: the warm-up completed {completed} of {sent} prompts "
                               "(not a sample either way)")
-        self.ctx.on_phase("result", level.tag({"rep": 0, "of": plan.reps, "metric": plan.metric,
-                                               "warmup": True, "value": warmup.get(plan.metric)}))
+        shown = shown_metric(plan.metric)
+        self.ctx.on_phase("result", level.tag({"rep": 0, "of": plan.reps, "metric": shown,
+                                               "warmup": True, "value": warmup.get(shown)}))
 
     def _reset(self, rep: int) -> None:
         """The engine's caches emptied before repetition `rep`, where it can."""

@@ -9,11 +9,13 @@ flag the engine rejected); `accept` names a configuration that was measured, or 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import Any
 
 from jobs.core.advice._diagnosis import FlagFacts, FlagProblem, engine_of, facts_of, flag_problem
 from jobs.core.advice._next_steps_adopt import adopt_steps, make_step
 from jobs.core.advice._remedies import EFFORTS, Facts, Remedies, Remedy
+from jobs.core.capacity import CAPACITY
 from jobs.core.engine_info import describe
 from jobs.core.plans import load_label
 from jobs.core.records import RunRecord
@@ -46,6 +48,7 @@ def next_steps(
     engine: str | None = None,
     settled: frozenset[str] = frozenset(),
     unexplained: frozenset[str] = frozenset(),
+    capacity: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """`flags`: what is known of the engine's flags across releases; `engine`: the engine the
     batch ran (the plan's), else told from the baseline; `settled`: confounded approaches whose
@@ -57,7 +60,7 @@ def next_steps(
     steps: list[dict[str, Any]] = _rerun_steps(
         [(r, v) for r, v in pairs if r.approach not in settled], baseline=baseline)
     steps.extend(adopt_steps(approaches, verdicts, key=key, metric=metric,
-                             unexplained=unexplained))
+                             unexplained=unexplained, capacity=capacity))
     steps.extend(_remedy_steps(
         pairs, baseline=baseline, metric=metric, remedies=remedies, rules=rules, flags=flags,
         engine=ran,
@@ -269,7 +272,10 @@ def _accept(
             value = None
     if value is None:
         return None
-    shown = with_unit(f"{value:.4g}", metric.name)
+    shown = with_unit(f"{value:.4g}", metric.name) if metric.name != CAPACITY \
+        else f"capacity {value:g}"
+    if key is not None and key.get("metric") == CAPACITY:  # it carries the most within the SLO
+        shown = str(key["text"])
     if key is not None and key.get("load"):
         shown += f" at {load_label(key['load'])}"
     open_steps = [s for s in steps if s["kind"] in ("retry", "remedy")]

@@ -4,9 +4,10 @@ load it improved most where the batch has load levels; a `mixed` result adopted 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from jobs.core.capacity import CAPACITY
 from jobs.core.levels import crossover, load_number, loads_text
 from jobs.core.plans import Load, load_label, load_value
 from jobs.core.records import RunRecord
@@ -21,17 +22,20 @@ def adopt_steps(
     key: dict[str, Any] | None,
     metric: Metric,
     unexplained: frozenset[str] = frozenset(),
+    capacity: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """The key achievement's adopt step first, then one for each other mixed result; one whose
     win its hypothesis does not explain (`unexplained`) is confirmed at the loads that matter
-    first."""
+    first. `capacity`: each result's capacity (docs/contracts.md "Capacity under the SLO"): a
+    win whose capacity regressed is adopted only up to its capacity, like a mixed result."""
     pairs = list(zip(approaches, verdicts, strict=True))
     steps: list[dict[str, Any]] = []
     if key is not None:
         record, verdict = next((r, v) for r, v in pairs if r.approach == key["approach"])
         load = key.get("load")
         at = f" at {load_label(load)}" if load else ""
-        why = f"the largest improvement: {key['delta_pct']:+.1f}% on {metric.name}{at}"
+        why = f"the largest improvement: {key['delta_pct']:+.1f}% on {metric.name}{at}" \
+            if key.get("metric") != CAPACITY else f"the largest capacity gain: {key['why']}"
         if verdict.verdict == "mixed":
             steps.append(_mixed(record, verdict, why=why))
         else:
@@ -49,7 +53,28 @@ def adopt_steps(
     for record, verdict in pairs:
         if verdict.verdict == "mixed" and (key is None or record.approach != key["approach"]):
             steps.append(_mixed(record, verdict, why=verdict.why))
+        found = (capacity or {}).get(record.approach) or {}
+        if verdict.verdict == "improved" and found.get("verdict") == "regressed" \
+                and (key is None or record.approach != key["approach"]):
+            steps.append(_within_capacity(record, found, metric=metric, verdict=verdict))
     return steps
+
+
+def _within_capacity(record: RunRecord, found: Mapping[str, Any], *, metric: Metric,
+                     verdict: Verdict) -> dict[str, Any]:
+    """A win at `from` that carries less within the SLO: adopt it only below its capacity."""
+    limit, load = found.get("value"), found.get("load")
+    where = "nowhere under load" if limit is None or not isinstance(load, dict) else \
+        f"only up to its capacity, {load_label(load)}"
+    step = make_step(
+        "adopt", record.approach,
+        action=f"Adopt {record.approach} {where}; keep the baseline where the load comes near "
+        "the SLO", effort="low",
+        why=f"{verdict.delta_pct:+.1f}% on {metric.name} at its lightest load, but "
+        f"{found.get('why')}")
+    if limit is not None:
+        step["capacity"] = limit
+    return step
 
 
 def _mixed(record: RunRecord, verdict: Verdict, *, why: str) -> dict[str, Any]:

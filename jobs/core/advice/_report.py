@@ -12,6 +12,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from jobs.core.advice._capacity_report import (
+    baseline_capacity,
+    capacity_key,
+    capacity_section,
+    has_capacity,
+    result_capacity,
+)
 from jobs.core.advice._diagnosis import FlagFacts
 from jobs.core.advice._next_steps import cause_rank, next_steps
 from jobs.core.advice._remedies import Remedies
@@ -95,8 +102,15 @@ def analyze(
         for record, verdict in zip(approaches, verdicts, strict=True)
     ]
     by_level = is_level_aware(records, metric)
+    searched = has_capacity(records)  # docs/contracts.md "Capacity under the SLO"
+    if searched:
+        for result, record, verdict in zip(results, approaches, verdicts, strict=True):
+            result["capacity"] = result_capacity(record, verdict, baseline=baseline,
+                                                 metric=metric)
     key = key_achievement(approaches, verdicts, loads=any(r.by_load for r in records)) \
         if by_level else _key_achievement(results)
+    if searched:
+        key = capacity_key(results, key, records=records)
     root = _root_cause(approaches, verdicts, baseline=baseline)
     report: dict[str, Any] = {
         "batch": baseline.batch,
@@ -118,6 +132,7 @@ def analyze(
             approaches, verdicts, key=key, baseline=baseline, metric=metric,
             remedies=remedies, rules=rules, flags=flags, engine=engine,
             settled=frozenset(measured_twins), unexplained=frozenset(unexplained),
+            capacity={r["approach"]: r["capacity"] for r in results if r.get("capacity")},
         ),
         "fingerprint": baseline.fingerprint,
         "engine": engine_of_batch(baseline, engine),
@@ -130,6 +145,9 @@ def analyze(
         report["sampling"] = sampling
     if by_level:
         add_levels(report, records=records, baseline=baseline, verdicts=verdicts, metric=metric)
+    if searched:
+        report["capacity"] = capacity_section(records, metric=metric)
+        report["baseline"]["capacity"] = baseline_capacity(baseline, metric=metric)
     return report
 
 
@@ -226,7 +244,7 @@ def _break_even(
 
 
 def _key_achievement(results: list[dict[str, Any]]) -> dict[str, Any] | None:
-    improved = [r for r in results if r["verdict"] == "improved"]
+    improved = [r for r in results if r["verdict"] == "improved" and r["delta_pct"] is not None]
     if not improved:
         return None
     best = max(improved, key=lambda r: r["delta_pct"])

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from jobs.core import verdicts
+from jobs.core.capacity import CAPACITY
 from jobs.core.engine_info import describe, engine_of
 from jobs.core.noise import Spread
 from jobs.core.plans import Load, load_label
@@ -29,7 +30,10 @@ PRECEDENCE = ("failed", "cancelled", "skipped", "inconclusive", "unchanged")
 
 
 def is_level_aware(records: Sequence[RunRecord], metric: Metric) -> bool:
-    """Whether a batch is judged level by level: its runs have load levels, or it has an SLO."""
+    """Whether a batch is judged level by level: its runs have load levels, or it has an SLO
+    (not for `metric: capacity`: a capacity is judged by its own rule, jobs.core.capacity)."""
+    if metric.name == CAPACITY:
+        return False
     return bool(metric.limits) or any(r.by_load for r in records)
 
 

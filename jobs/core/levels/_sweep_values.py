@@ -11,7 +11,9 @@ one at 1), and `sweep.best.delta_pct` against the baseline's value, taken the sa
 point's mean relative change over the levels. A point with a level that measured nothing (or a
 non-positive median) has no value: it counts as failed, as a point without a sample always has.
 The report's per-result `value` stays the lowest level's (docs/contracts.md); only the sweep's
-search, its best point and its winner use this value.
+search, its best point and its winner use this value. With `metric: capacity` (docs/contracts.md
+"Capacity under the SLO") a point's value is its capacity: the most load its server carried
+within the SLO (none when even `from` broke it: a point without a value), maximised.
 
 **Feasibility.** Under an SLO a point is feasible when it met the SLO at every level
 (jobs.core.levels): every level ran and every SLO key's median is within its limit. The search
@@ -31,6 +33,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.core.capacity import CAPACITY, capacity_value
 from jobs.core.levels._levels import loads_text
 from jobs.core.levels._slo_check import level_runs, slo_breaches, slo_excess
 from jobs.core.plans import BatchPlan
@@ -41,7 +44,10 @@ from jobs.core.verdicts import median
 
 def point_value(record: RunRecord, metric: str) -> float | None:
     """A run's value: its metric's median, or with load levels the geometric mean of the
-    medians at every level; None when a level has no sample (or a median is not positive)."""
+    medians at every level; None when a level has no sample (or a median is not positive).
+    A capacity is the record's own, one number (jobs.core.capacity)."""
+    if metric == CAPACITY:
+        return capacity_value(record)
     if not record.by_load:
         return median(record.samples(metric))
     medians = [median(run.samples(metric)) for _, run in level_runs(record)]
@@ -161,6 +167,9 @@ def slo_section(points: Points) -> dict[str, Any] | None:
 def objective_text(plan: BatchPlan) -> str:
     """What a point's value is, in words: 'output_throughput' or, with load levels, 'geometric
     mean of output_throughput over max-concurrency 1, 4, 16 and 64'."""
+    if plan.metric == CAPACITY and plan.capacity is not None:
+        return (f"capacity: the most {plan.capacity['knob']} each point's server carries "
+                "within the SLO")
     levels = [level for level in plan.levels if level]
     if len(levels) < 2:
         return plan.metric

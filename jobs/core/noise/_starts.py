@@ -42,6 +42,14 @@ def merge_starts(records: Sequence[RunRecord]) -> RunRecord:
     levels = [r.by_load for r in records]
     if any(levels):
         extra["by_load"] = _merged_levels(levels)
+    # docs/contracts.md "Capacity under the SLO": each start searches its own; the record's is
+    # the lowest any start found (none below a number): what one server carries after a restart
+    capacities = [(index, r.extra["capacity"]) for index, r in enumerate(records)
+                  if isinstance(r.extra.get("capacity"), dict)]
+    if capacities:
+        for index, found in capacities:
+            extra["starts"][index]["capacity"] = found
+        extra["capacity"] = min((found for _, found in capacities), key=_capacity_order)
     return dataclasses.replace(
         last, status=ended.status, exit_code=ended.exit_code, log_tail=ended.log_tail,
         metrics=_merged_metrics([r.metrics for r in records]), started_at=first.started_at,
@@ -78,6 +86,13 @@ def _merged_levels(each: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]
                             for rep in _list(e.get("repetitions"))],
         })
     return merged
+
+
+def _capacity_order(found: dict[str, Any]) -> tuple[bool, float]:
+    value = found.get("value")
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return True, float(value)
+    return False, 0.0
 
 
 def _list(value: Any) -> list[Any]:

@@ -49,6 +49,8 @@ class BatchPlan:
     # {knob: [levels, lowest first]}: every server benchmarked at each (jobs.core.plans)
     loads: dict[str, list[Any]] | None = None
     slo: dict[str, float] = field(default_factory=dict)  # upper limits on result keys
+    # {"knob", "from", "max"}: each server's capacity under the SLO searched (jobs.core.capacity)
+    capacity: dict[str, Any] | None = None
     evidence: tuple[str, ...] = ()  # what the worker measures before the servers (collectives)
     # a queued collectives probe (`probe` from chat): its request as asked, and no configs
     probe: dict[str, Any] | None = None

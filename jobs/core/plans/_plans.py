@@ -20,6 +20,7 @@ from jobs.core.configs import is_same_value as _same
 from jobs.core.configs import merge_args as _merge
 from jobs.core.engine_info import describe
 from jobs.core.plans._batch_plan import BatchPlan, to_plan
+from jobs.core.plans._capacity_checks import capacity_warnings, normal_capacity
 from jobs.core.plans._loads import normal_loads
 from jobs.core.plans._preset_models import Approach, Preset, Scalar
 from jobs.core.plans._protected_knobs import PROTECTED_WHY, is_protected_knob
@@ -115,6 +116,8 @@ def resolve(
         )
     sweep = None if preset.sweep is None else _resolve_sweep(
         preset.sweep, configs, overrides=overrides)
+    capacity = normal_capacity(preset.capacity)
+    requests = describe(preset.engine).requests_of(preset.bench)
     return BatchPlan(
         preset=preset.name, engine=preset.engine,
         queue=queue or preset.queue or default_queue,
@@ -123,13 +126,13 @@ def resolve(
         startup_s=preset.timeouts.startup_s, bench_s=preset.timeouts.bench_s,
         warmup=preset.warmup,
         bench=dict(preset.bench), configs=tuple(configs),
-        overrides=dict(overrides), warnings=confound_warnings(configs),
+        overrides=dict(overrides), warnings=(
+            *confound_warnings(configs), *capacity_warnings(capacity, requests=requests)),
         sweep=sweep,
         loads=normal_loads(preset.loads),
         slo={k: float(v) for k, v in (preset.slo or {}).items()},
         evidence=tuple(preset.evidence),
-        bracket=preset.bracket, starts=preset.starts,
-        requests=describe(preset.engine).requests_of(preset.bench),
+        bracket=preset.bracket, starts=preset.starts, requests=requests, capacity=capacity,
     )
 
 

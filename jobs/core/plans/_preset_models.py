@@ -85,6 +85,9 @@ class Preset(_Frozen):
     # pydantic's)
     loads: dict[str, Any] | None = None
     slo: dict[str, Any] | None = None
+    # docs/contracts.md "Capacity under the SLO": the load one server carries within the SLO,
+    # searched (checked by jobs.core.plans, typed loosely for the same reason as loads)
+    capacity: dict[str, Any] | None = None
     # docs/contracts.md "Evidence for the why": what the worker measures before the servers
     evidence: tuple[Literal["collectives"], ...] = ()
     source: str = Field(default="", exclude=True)

@@ -22,10 +22,12 @@ import yaml
 from pydantic import ValidationError
 
 from jobs import settings
+from jobs.core.capacity import CAPACITY
 from jobs.core.engine_info import describe
 from jobs.core.limits import MAX_DEPTH, MAX_NAME_CHARS, name_problem
 from jobs.core.noise import slo_sample_problem
 from jobs.core.plans._bench_checks import bench_problems, metric_problems
+from jobs.core.plans._capacity_checks import capacity_problems
 from jobs.core.plans._loads import load_problems, slo_problems
 from jobs.core.plans._preset_files import read_preset_text, yaml_depth
 from jobs.core.plans._preset_models import Approach, Config, Preset, Scalar, ServerValue, Timeouts
@@ -166,8 +168,12 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
     _check_approaches(preset, node=node, source=source)
     _check_overridable(preset, node=node, source=source)
     _check_sweep(preset, node=node, source=source)
-    for loc, message in [*metric_problems(preset.metric, engine=preset.engine),
-                         *bench_problems(preset.bench, engine=preset.engine),
+    metric = [] if preset.metric == CAPACITY else metric_problems(preset.metric,
+                                                                  engine=preset.engine)
+    for loc, message in [*metric, *bench_problems(preset.bench, engine=preset.engine),
+                         *capacity_problems(preset.capacity, loads=preset.loads, slo=preset.slo,
+                                            bench=preset.bench, metric=preset.metric,
+                                            lower_is_better=preset.lower_is_better),
                          *load_problems(preset.loads, bench=preset.bench),
                          *slo_problems(preset.slo, engine=preset.engine)][:1]:
         raise PresetError(f"{source}{_line_of(node, loc)}: {message}")

@@ -14,6 +14,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
+from jobs.core.capacity import CAPACITY, capacity_of, closing_capacity, judge_capacity
 from jobs.core.deltas import change_pct as change_pct  # re-exported: where callers look
 from jobs.core.deltas import is_better as is_better
 from jobs.core.memory import reopened_by
@@ -68,6 +69,10 @@ def median(samples: list[float]) -> float | None:
 
 
 def has_failed(record: RunRecord, metric: str) -> bool:
+    """Whether a run failed or produced no value of the metric; a capacity search that ran
+    has a result even when it found no capacity (even `from` broke the SLO)."""
+    if metric == CAPACITY:
+        return record.status in ("failed", "timeout") or capacity_of(record) is None
     return record.status in ("failed", "timeout") or not record.samples(metric)
 
 
@@ -120,7 +125,7 @@ def judge_point(
         raw = change_pct(value, base_value, lower_is_better=metric.lower_is_better)
         delta = None if raw is None else round(raw, 1)
 
-    if has_failed(baseline, metric.name) or base_value is None:
+    if has_failed(baseline, metric.name) or (base_value is None and metric.name != CAPACITY):
         problem = _baseline_problem(baseline, metric.name)
         why = f"the baseline failed ({problem}): nothing to compare"
         return Verdict("inconclusive", None, value, delta, why, reason="baseline")
@@ -148,6 +153,8 @@ def judge_point(
     if fell_back is not None:
         why = f"the server fell back from the declared change: “{_clip(fell_back)}”"
         return Verdict("inconclusive", None, value, delta, why, reason="fallback")
+    if metric.name == CAPACITY:
+        return _capacity(record, baseline, metric=metric)
     assert value is not None
     noise = noise_of(baseline, metric=metric.name, min_effect_pct=metric.min_effect_pct,
                      history=history)
@@ -213,6 +220,17 @@ def compare(
     verdict = "improved" if decisive > 0 else "regressed"
     return Verdict(verdict, None, value, delta,
                    f"{shown} ({unit}) from one repetition, beyond {figure}")
+
+
+def _capacity(record: RunRecord, baseline: RunRecord, *, metric: Metric) -> Verdict:
+    """`metric: capacity`: the capacity's own rule (jobs.core.capacity) instead of rule 4."""
+    ours = capacity_of(record)
+    assert ours is not None
+    found = judge_capacity(ours, capacity_of(baseline), name=record.approach,
+                           min_effect_pct=metric.min_effect_pct, slo=metric.limits,
+                           closing=closing_capacity(baseline))
+    return Verdict(found.verdict, None, found.value, found.delta_pct, found.why,
+                   reason="capacity" if found.verdict == "inconclusive" else None)
 
 
 def fingerprint_drift(

@@ -19,8 +19,10 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from jobs.core.capacity import MAX_LEVELS, measured
 from jobs.core.limits import MAX_CONCURRENCY, MAX_PROMPTS, MAX_THREADS, MAX_TOKENS
 from jobs.engines.local.model import build_target, make_prompts
+from jobs.engines.local.searching import add_flags, levels_of
 from jobs.engines.local.serving import Bench, Pass
 
 PROG = "local_child"
@@ -101,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     own.add_argument("--loads", type=concurrency_levels, default=None,
                      help="max-concurrency levels, lowest first (1,4): every level in this "
                      "process, each with its warm-up and repetitions")
+    add_flags(own)  # the capacity search's (jobs.engines.local.searching)
     own.add_argument("--baseline-digest", default=None)
     own.add_argument("--baseline-prompt-digests", default=None)
     return parser
@@ -124,6 +127,8 @@ def knob_flags(group: str) -> list[str]:
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.capacity is not None and (args.loads is not None or not args.slo):
+        parser.error("argument --capacity: needs --slo, and cannot be used with --loads")
     if not 1 <= (args.draft_layers or 1) < args.num_layers:
         parser.error(
             f"argument --draft-layers: expected a value from 1 to {args.num_layers - 1}, "
@@ -191,10 +196,12 @@ def pass_event(served: Pass, prompts: list[list[int]], **details: Any) -> None:
 def run_level(
     bench: Bench, prompts: list[list[int]], concurrency: int, *,
     tag: dict[str, Any], first: list[list[int]] | None,
+    figures: dict[str, list[float]] | None = None,
 ) -> tuple[list[list[int]], float | None]:
     """The warm-up (with `--warmup`) and the repetitions at one concurrency; every pass's output
     must equal `first` (the first pass of the run). Returns the first output and the level's
-    accept length; raises LosslessnessError at the first pass that differs."""
+    accept length, and keeps each repetition's latencies in `figures`; raises LosslessnessError
+    at the first pass that differs."""
     args = bench.args
     at = f" at max-concurrency {concurrency}" if tag else ""
     passes = [(0, "the warm-up")] if args.warmup else []
@@ -218,6 +225,8 @@ def run_level(
                   f"{served.seconds:.3f} s = {rate:.1f} tok/s, {served.forwards} target forward "
                   f"passes, {len(served.batch_sizes)} generate() calls", flush=True)
             pass_event(served, prompts, rep=rep, **tag)
+            for key, value in served.latencies().items():
+                (figures if figures is not None else {}).setdefault(key, []).append(value)
         if first is not None and served.outputs != first:
             raise LosslessnessError(f"greedy output of {name}{at} differs from the run's first "
                                     "pass")
@@ -259,18 +268,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         emit("bench_refused", reason=refused)
         print(f"{PROG}: error: {refused}", file=sys.stderr, flush=True)
         return 2
-    levels = args.loads or [args.max_concurrency]
     first: list[list[int]] | None = None
     accepts: list[float | None] = []
     try:
-        for index, concurrency in enumerate(levels, 1):
-            tag = {"load": {"max-concurrency": concurrency}} if args.loads else {}
+        for index, concurrency, searching in levels_of(args):
+            tag = {"load": {"max-concurrency": concurrency}} if args.loads or searching else {}
             if tag:
-                emit("level", **tag, level=index, levels=len(levels))
-            first, accept = run_level(bench, prompts, concurrency, tag=tag, first=first)
+                emit("level", **tag, level=index, levels=MAX_LEVELS if searching else
+                     len(args.loads), **({"search": "capacity"} if searching else {}))
+            figures: dict[str, list[float]] = {}
+            first, accept = run_level(bench, prompts, concurrency, tag=tag, first=first,
+                                      figures=figures)
             accepts.append(accept)
+            if searching:
+                args.capacity_done = [*(args.capacity_done or []),
+                                      measured(concurrency, figures, args.slo)]
             emit("level_done", accept_length=accept, **tag)
-        assert first is not None
+        if first is None:  # every level was measured before a restart: nothing left to run
+            emit("done", accept_length=None, accept_lengths=[])
+            return 0
         emit("done", output_digest=digest(first), prompt_digests=prompt_digests(first),
              accept_length=accepts[0], accept_lengths=accepts)
         check_lossless(first, args)

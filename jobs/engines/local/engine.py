@@ -19,7 +19,7 @@ import queue
 import sys
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -34,9 +34,12 @@ from jobs.engines.local import child as local_child
 from jobs.engines.local import launcher
 from jobs.engines.local.levels import (
     LOAD_KNOB,
+    SEARCH_LEVELS,
     LevelProgress,
     Progress,
     by_load,
+    capacity_argv,
+    capacity_record,
     finished,
     handle_event,
     level_metrics,
@@ -100,7 +103,7 @@ class LocalEngine:
     def preflight(self, plan: BatchPlan) -> dict[str, str]:
         server = local_child.knob_flags("server")
         bench_reason = unknown_knobs_reason(plan.bench, local_child.knob_flags("bench"))
-        bench_reason = loads_reason(plan.loads) or bench_reason
+        bench_reason = loads_reason(plan.loads, plan.capacity) or bench_reason
         out: dict[str, str] = {}
         for config in plan.configs:
             reason = unknown_knobs_reason(config.server_args, server) or bench_reason
@@ -119,15 +122,19 @@ class LocalEngine:
 
     def run(self, config: RunConfig, ctx: RunContext) -> RunRecord:
         started_at = now_iso()
-        # With loads, the levels a checkpoint holds (a worker died after them) are not run again.
-        state = Levels(config, ctx) if ctx.plan.loads else None
-        progress = Progress(total=len(ctx.plan.levels), restored=[
-            level.restored for level in (state.levels if state else []) if level.restored])
+        # With loads or a capacity search, the levels a checkpoint holds (a worker died after
+        # them) are not run again.
+        searching = ctx.plan.capacity is not None
+        state = Levels(config, ctx) if ctx.plan.loads or searching else None
+        progress = Progress(
+            total=SEARCH_LEVELS if searching else len(ctx.plan.levels), restored=[
+                level.restored for level in (state.levels if state else []) if level.restored])
         if state is not None:
             progress.on_level_done = functools.partial(_checkpoint, state=state, plan=ctx.plan)
         started = server_env(config, PYTHONUNBUFFERED="1")  # `${NAME}` read here, at start
         argv = [sys.executable, "-m", "jobs.engines.local.child",
-                *self.to_child_argv(started.config, ctx, done=len(progress.restored))]
+                *self.to_child_argv(started.config, ctx, done=len(progress.restored),
+                                    restored=progress.restored)]
         env = started.env
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO_ROOT), env.get("PYTHONPATH")]))
         secrets = started.secrets  # the log file is masked at the source, as the record is
@@ -138,7 +145,9 @@ class LocalEngine:
         if not started.is_complete:  # a reference the worker lacks: bad-config, no child
             for line in started.unset:
                 _append_log(ctx.log_path, line)
-            levels = {"by_load": by_load(ctx.plan, progress, status="failed")} if state else {}
+            levels = {"capacity": capacity_record(ctx.plan, progress, status="failed")} \
+                if searching else \
+                {"by_load": by_load(ctx.plan, progress, status="failed")} if state else {}
             return to_run_record(config, ctx, status="failed", started_at=started_at,
                                  log_tail="\n".join([header, *started.unset]),
                                  extra={**levels, "sampling": dict(SAMPLING)})
@@ -156,7 +165,8 @@ class LocalEngine:
         exit_code = group.proc.returncode
         if outcome is None:
             reached = len(progress.restored) + len(progress.levels)
-            complete = progress.done is not None and reached == len(ctx.plan.levels) and all(
+            complete = progress.done is not None and (
+                searching or reached == len(ctx.plan.levels)) and all(
                 len(level.figures.get("output_throughput", [])) == ctx.plan.reps
                 for level in progress.levels)
             outcome = "ok" if exit_code == 0 and complete else "failed"
@@ -176,8 +186,13 @@ class LocalEngine:
             extra.update(bench_failure(bench_settings(ctx.plan)))
         if state is not None:
             tail[1:1] = state.notes
-            extra["by_load"] = by_load(ctx.plan, progress, status=outcome)
-            lowest = extra["by_load"][0]  # the record's own figures are the lowest level's
+            if searching:  # docs/contracts.md "Capacity under the SLO": in the order they ran
+                extra["capacity"] = capacity_record(ctx.plan, progress, status=outcome)
+                entries: list[dict[str, Any]] = extra["capacity"]["levels"]
+            else:
+                extra["by_load"] = entries = by_load(ctx.plan, progress, status=outcome)
+            lowest: dict[str, Any] = entries[0] if entries else {"metrics": metrics, "warmup": None}
+            # the record's own figures are the lowest (or the search's first) level's
             metrics, extra["warmup"] = dict(lowest["metrics"]), lowest["warmup"]
         record = to_run_record(
             config, ctx, status=outcome, started_at=started_at, exit_code=exit_code,
@@ -187,13 +202,15 @@ class LocalEngine:
             state.finish()  # the record is made: its checkpoint is no longer needed
         return record
 
-    def to_child_argv(self, config: RunConfig, ctx: RunContext, *, done: int = 0) -> list[str]:
+    def to_child_argv(self, config: RunConfig, ctx: RunContext, *, done: int = 0,
+                      restored: Sequence[Mapping[str, Any]] = ()) -> list[str]:
         """The child's flags: the server args, the bench, the repetitions, the levels (but the
-        `done` first ones), the baseline's digest."""
+        `done` first ones; a capacity search's `restored` levels), the baseline's digest."""
         argv = [*to_argv(config.server_args), *to_argv(ctx.plan.bench)]
         argv += ["--reps", str(ctx.plan.reps), *(["--warmup"] if ctx.plan.warmup else [])]
         if ctx.plan.loads:  # every level in this one child: the server starts once
             argv += ["--loads", ",".join(str(v) for v in ctx.plan.loads[LOAD_KNOB][done:])]
+        argv += capacity_argv(ctx.plan, restored)  # the search, level by level, in this child
         base = ctx.baseline
         if base is None or base.status != "ok" or config.role == "baseline":
             return argv
@@ -240,9 +257,10 @@ class LocalEngine:
 
 
 def _checkpoint(progress: Progress, *, state: Levels, plan: BatchPlan) -> None:
-    """A level is done: keep the levels done so far, but not the last (its record follows)."""
+    """A level is done: keep the levels done so far, but not the last (its record follows); a
+    capacity search does not know its last, and keeps every one."""
     levels = finished(plan, progress)
-    if len(levels) < len(plan.levels):
+    if plan.capacity is not None or len(levels) < len(plan.levels):
         state.save(levels)
 
 

@@ -5,6 +5,10 @@ decoding as one batch, assisted and prompt-lookup decoding one after another (ba
 transformers). A preset's `loads: {max-concurrency: [...]}` runs every level in one child, so
 the model is built once; this module turns what the child reported into the record's figures
 and `by_load`. It has no request rate: `loads: {request-rate: [...]}` is refused before any run.
+
+A capacity search (docs/contracts.md "Capacity under the SLO") runs in the child too: it asks
+jobs.core.capacity for each next concurrency from the levels it measured (and those a checkpoint
+held, `--capacity-done`), and this module turns its levels into the record's `capacity`.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.core.capacity import MAX_LEVELS, Spec, measured, section, shown_metric
 from jobs.core.plans import BatchPlan
 from jobs.engines.base import RunContext
 from jobs.engines.local.child import PROG
@@ -67,8 +72,10 @@ def handle_event(event: dict[str, Any], progress: Progress, ctx: RunContext) -> 
         ctx.on_phase("ready", {})
     elif kind == "level" and tag:
         progress.levels.append(LevelProgress(load=tag["load"]))
-        index = len(progress.restored) + int(event.get("level") or 1)
-        ctx.on_phase("level", {**tag, "level": index, "levels": progress.total})
+        searching = event.get("search") == "capacity"  # the child numbers them all itself
+        index = int(event.get("level") or 1) + (0 if searching else len(progress.restored))
+        ctx.on_phase("level", {**tag, "level": index, "levels": progress.total,
+                               **({"search": "capacity"} if searching else {})})
     elif kind == "level_done":
         accept = event.get("accept_length")
         progress.accepts.append(float(accept) if isinstance(accept, int | float) else None)
@@ -82,7 +89,8 @@ def handle_event(event: dict[str, Any], progress: Progress, ctx: RunContext) -> 
         level = progress.level
         figures = {k: float(event[k]) for k in ("output_throughput", "total_throughput")}
         details: dict[str, Any] = {"rep": event.get("rep"), "of": ctx.plan.reps,
-                                   "metric": ctx.plan.metric, "value": figures.get(ctx.plan.metric)}
+                                   "metric": shown_metric(ctx.plan.metric),
+                                   "value": figures.get(shown_metric(ctx.plan.metric))}
         level.batch_size = max([level.batch_size, *event.get("batch_sizes", [])])
         if event.get("warmup"):
             counts: dict[str, Any] = {k: event[k] for k in ("tokens", "seconds", "completed")
@@ -102,8 +110,14 @@ def handle_event(event: dict[str, Any], progress: Progress, ctx: RunContext) -> 
         progress.bench_refused = True
 
 
-def loads_reason(loads: Mapping[str, Sequence[Any]] | None) -> str | None:
-    """Why the child cannot run a plan's `loads` (one line, argparse's words); None when it can."""
+def loads_reason(loads: Mapping[str, Sequence[Any]] | None,
+                 capacity: Mapping[str, Any] | None = None) -> str | None:
+    """Why the child cannot run a plan's `loads` or capacity search (one line, argparse's
+    words); None when it can."""
+    if capacity is not None and capacity.get("knob") != LOAD_KNOB:
+        return (f"{PROG}: error: unrecognized arguments: --{capacity.get('knob')} (the local "
+                f"engine serves up to {LOAD_KNOB} requests at once, in waves, and has no "
+                f"arrival rate: use capacity: {{knob: {LOAD_KNOB}, ...}})")
     if not loads or LOAD_KNOB in loads:
         return None
     knob = next(iter(loads))
@@ -139,6 +153,42 @@ def finished(plan: BatchPlan, progress: Progress) -> list[dict[str, Any]]:
     """The levels done: the checkpoint's, then each the child has finished."""
     done = zip(progress.levels, progress.accepts, strict=False)
     return [*progress.restored, *(level_entry(plan, level, accept, "ok") for level, accept in done)]
+
+
+def capacity_record(plan: BatchPlan, progress: Progress, *, status: str) -> dict[str, Any]:
+    """The record's `capacity`: the checkpoint's levels, then the child's, in the order they
+    ran; each level the child finished is `ok`, the one it was in when the run ended has the
+    run's status. An output that is not the baseline's fails every level."""
+    assert plan.capacity is not None
+    finished = len(progress.accepts)
+    entries: list[dict[str, Any]] = [dict(entry) for entry in progress.restored]
+    for index, level in enumerate(progress.levels):
+        done = index < finished
+        state = "failed" if progress.lossy else "ok" if done else (
+            status if status != "ok" else "failed")
+        entries.append(level_entry(plan, level, progress.accepts[index] if done else None,
+                                   state))
+    return section(Spec.of(plan.capacity), entries, plan.slo)
+
+
+def capacity_argv(plan: BatchPlan, restored: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The child's search flags (jobs.engines.local.searching): its range, its limits, and each
+    level a checkpoint held as `--capacity-done` LOAD:1 (held the SLO) or LOAD:0; [] without a
+    capacity search."""
+    if plan.capacity is None:
+        return []
+    knob = str(plan.capacity["knob"])
+    argv = ["--capacity", f"{plan.capacity['from']},{plan.capacity['max']}",
+            "--slo", ",".join(f"{k}={v}" for k, v in plan.slo.items())]
+    held = [(entry["load"][knob], measured(entry["load"][knob], entry.get("metrics") or {},
+                                           plan.slo).holds) for entry in restored]
+    if held:
+        argv += ["--capacity-done", ",".join(f"{load}:{int(holds)}" for load, holds in held)]
+    return argv
+
+
+SEARCH_LEVELS = MAX_LEVELS
+"""A capacity search's levels, as its phases count them: at most this many."""
 
 
 def by_load(plan: BatchPlan, progress: Progress, *, status: str) -> list[dict[str, Any]]:

@@ -1,0 +1,124 @@
+"""The local engine's capacity search (issue 36): the shipped `cpu-capacity` preset through the
+real `specbench run` finds each configuration's capacity, in one child per configuration that
+asks jobs.core.capacity for each next concurrency; a run resumed after its worker died takes the
+levels its checkpoint holds back into the child's search instead of serving them again.
+
+Which configuration carries more is checked by what the child did, not by a timing: prompt
+lookup serves a wave's requests one after another (batch size 1 in transformers), so its median
+TTFT at c requests is about c/2 passes, while plain decoding serves the wave as one batch."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.core.capacity import MAX_LEVELS, capacity_of
+from jobs.core.plans import BatchPlan, load_preset, resolve
+from jobs.engines.base import RunContext
+from jobs.engines.levels_run import Levels, checkpoint_path
+from jobs.engines.local import child as local_child
+from jobs.engines.local.engine import LocalEngine
+from tests.bot.test_cpu_demo import demo
+from tests.jobs.engines.test_local import _run
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_cpu_capacity_preset_finds_each_configurations_capacity(tmp_path: Path) -> None:
+    report, progress = demo(tmp_path / "data", "cpu-capacity")
+    base = report["baseline"]["capacity"]
+    (lookup,) = report["results"]
+    assert base["complete"] is True and base["value"] is not None
+    assert lookup["capacity"]["verdict"] == "regressed"
+    assert lookup["capacity"]["value"] < base["value"]
+    assert lookup["capacity"]["binding"] == "median_ttft_ms"
+    assert lookup["capacity"]["why"].startswith(
+        f"prompt-lookup carries {lookup['capacity']['value']} concurrent request")
+    assert report["capacity"]["slo_caveats"] == []  # a median: no few-samples exception needed
+    assert progress.count("launching") == 2  # one child per configuration, every level in it
+    assert "capacity level 3 max-concurrency 4" in progress
+    logs = tmp_path / "data" / "logs" / report["batch"]
+    for name in ("baseline", "prompt-lookup"):
+        header = (logs / f"{name}.log").read_text().splitlines()[0]
+        assert "--capacity 1,64 --slo median_ttft_ms=25.0" in header
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalEngine]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPECBENCH_DATA_DIR", str(tmp_path_factory.mktemp("capacity-data")))
+        shared = LocalEngine()
+        yield shared
+        shared.close()
+
+
+def _plan() -> BatchPlan:
+    """cpu-capacity with a tiny bench, searching up to 4 requests: 1, 2, 4 when nothing
+    breaks (a limit no pass comes near)."""
+    full = resolve(load_preset("cpu-capacity"))
+    return dataclasses.replace(full, reps=2, startup_s=60, bench_s=30,
+                               bench={"num-prompts": 4, "input-len": 16, "output-len": 8},
+                               capacity={"knob": "max-concurrency", "from": 1, "max": 4},
+                               slo={"median_ttft_ms": 60_000.0})
+
+
+def test_a_resumed_run_takes_the_checkpoints_levels_back_into_the_search(
+        engine: LocalEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    plan = _plan()
+    with monkeypatch.context() as patch:  # a worker that died after the search: no record
+        patch.setattr(Levels, "finish", lambda self: None)
+        first = _run(engine, plan, 0, tmp_path)
+    assert first.status == "ok", first.log_tail
+    found = capacity_of(first)
+    assert found is not None and [lv["load"]["max-concurrency"] for lv in found.levels] == [
+        1, 2, 4]
+    assert (found.value, found.binding, found.complete) == (4, None, True)
+    saved = json.loads(checkpoint_path(tmp_path / "baseline.log").read_text())
+    held = saved["levels"][:2]  # as if it had died during the third level
+    Levels(plan.baseline, _ctx(plan, tmp_path)).save(held)
+    phases: list[tuple[str, dict[str, Any]]] = []
+    again = _run(engine, plan, 0, tmp_path, on_phase=lambda p, d: phases.append((p, d)))
+    assert again.status == "ok", again.log_tail
+    assert "--capacity-done 1:1,2:1" in again.log_tail.splitlines()[0]
+    assert [d for p, d in phases if p == "level"] == [
+        {"load": {"max-concurrency": 4}, "level": 3, "levels": MAX_LEVELS,
+         "search": "capacity"}]
+    resumed = capacity_of(again)
+    assert resumed is not None
+    assert list(resumed.levels[:2]) == [{**lv, "slo": "met", "broken": {}} for lv in held]
+    assert resumed.levels[2]["load"] == {"max-concurrency": 4}
+    assert (resumed.value, resumed.complete) == (4, True)
+    assert again.metrics == held[0]["metrics"]  # the record's own: the first level's
+    assert not checkpoint_path(tmp_path / "baseline.log").exists()
+
+
+def _ctx(plan: BatchPlan, tmp_path: Path) -> RunContext:
+    return RunContext(batch_id="b-test", plan=plan, log_path=tmp_path / "baseline.log",
+                      fingerprint={}, on_phase=lambda p, d: None, should_stop=lambda: False)
+
+
+def test_the_child_searches_only_within_an_slo() -> None:
+    with pytest.raises(SystemExit):
+        local_child.parse_args(["--capacity", "1,8"])  # no --slo
+    with pytest.raises(SystemExit):
+        local_child.parse_args(["--capacity", "8,1", "--slo", "median_ttft_ms=10"])
+    with pytest.raises(SystemExit):
+        local_child.parse_args(["--capacity", "1,8", "--slo", "median_ttft_ms=10",
+                                "--loads", "1,2"])
+    args = local_child.parse_args(["--capacity", "1,8", "--slo", "median_ttft_ms=10",
+                                   "--capacity-done", "1:1,2:0"])
+    assert args.capacity == (1, 8) and args.slo == {"median_ttft_ms": 10.0}
+    assert [(m.load, m.holds) for m in args.capacity_done] == [(1.0, True), (2.0, False)]
+
+
+def test_a_request_rate_search_is_refused_before_any_run() -> None:
+    plan = dataclasses.replace(_plan(), capacity={"knob": "request-rate", "from": 1, "max": 4})
+    reasons = LocalEngine(fork=False).preflight(plan)
+    assert set(reasons) == {"baseline", "prompt-lookup"}
+    assert "no arrival rate" in reasons["baseline"] and "\n" not in reasons["baseline"]
+    assert LocalEngine(fork=False).preflight(_plan()) == {}
