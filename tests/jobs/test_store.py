@@ -115,7 +115,7 @@ def test_migrations_run_from_empty_and_are_idempotent(url: str) -> None:
         with engine.connect() as connection:
             tables = set(inspect(connection).get_table_names())
             assert {"alembic_version", "batches", "runs"} <= tables
-            assert MigrationContext.configure(connection).get_current_revision() == "0009"
+            assert MigrationContext.configure(connection).get_current_revision() == "0010"
             assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
     finally:
         engine.dispose()

@@ -58,6 +58,10 @@ class BatchPlan:
     bracket: bool = False
     starts: int = 1
     requests: int | None = None
+    # docs/contracts.md "Regression watch": the watch a batch runs for, and the scheduled slot
+    # (ISO time) its points are dated by; None for a batch started by hand
+    watch: int | None = None
+    watch_at: str | None = None
 
     @property
     def is_bracketed(self) -> bool:
