@@ -82,8 +82,8 @@ def _panel(axes: Any, points: list[SeriesPoint], changes: list[Change], *,
     xs = list(range(len(points)))
     blips = {c.batch for c in changes if c.state == BLIP}
     values = [p.value for p in points]
-    lows = [p.value - p.low for p in points]
-    highs = [p.high - p.value for p in points]
+    lows = [max(0.0, p.value - p.low) for p in points]
+    highs = [max(0.0, p.high - p.value) for p in points]
     axes.errorbar(xs, values, yerr=[lows, highs], fmt="none", ecolor=POINT, alpha=0.45,
                   elinewidth=1, zorder=2)
     solid = [i for i, p in enumerate(points) if p.batch not in blips]
