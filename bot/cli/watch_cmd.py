@@ -10,6 +10,8 @@ from collections.abc import Callable
 from typing import Any
 
 FORMATS = ("text", "json")
+FORMAT_HELP = "text (default) or json (docs/contracts.md's shape)"
+ID_HELP = "the watch's id, as `watch list` shows it"
 
 
 def add_parser(commands: Any, *, seconds: Callable[[str], float], contract: str) -> None:
@@ -20,7 +22,8 @@ def add_parser(commands: Any, *, seconds: Callable[[str], float], contract: str)
                     "confirmed by a second run before anyone is alerted.",
         epilog=f"See {contract}, \"Regression watch\".")
     subs = watch.add_subparsers(dest="watch_command", metavar="SUBCOMMAND", required=True,
-                                parser_class=type(watch))
+                                parser_class=type(watch),
+                                help="add, list, show, pause, resume, stop, run, ack, dismiss")
     add = subs.add_parser("add", help="add a watch")
     add.add_argument("preset", metavar="PRESET", help="a preset name or a path to a YAML file")
     add.add_argument("--every", metavar="daily|weekly",
@@ -31,24 +34,26 @@ def add_parser(commands: Any, *, seconds: Callable[[str], float], contract: str)
     add.add_argument("--set", dest="sets", action="append", default=[], metavar="KNOB=VALUE",
                      help="as `run --set` (repeatable)")
     listing = subs.add_parser("list", help="the watches")
-    listing.add_argument("--format", choices=FORMATS, default="text")
+    listing.add_argument("--format", choices=FORMATS, default="text", help=FORMAT_HELP)
     show = subs.add_parser("show", help="a watch: its series, changes and precision")
-    show.add_argument("watch", metavar="ID")
-    show.add_argument("--format", choices=FORMATS, default="text")
+    show.add_argument("watch", metavar="ID", help=ID_HELP)
+    show.add_argument("--format", choices=FORMATS, default="text", help=FORMAT_HELP)
     show.add_argument("--chart", metavar="FILE.png",
                       help="also write its series chart (each key over time, segments' means, "
                            "confirmed changes, stack changes, blips hollow) to FILE.png")
     for name, what in (("pause", "pause a watch"), ("resume", "resume a paused watch"),
                        ("stop", "stop a watch for good")):
-        subs.add_parser(name, help=what).add_argument("watch", metavar="ID")
+        subs.add_parser(name, help=what).add_argument("watch", metavar="ID", help=ID_HELP)
     run = subs.add_parser("run", help="run a watch once now and wait for it")
-    run.add_argument("watch", metavar="ID")
+    run.add_argument("watch", metavar="ID", help=ID_HELP)
     run.add_argument("--timeout", type=seconds, default=24 * 3600.0, metavar="S",
                      help="give up after S seconds, at most 604800 (default: 24 hours)")
-    run.add_argument("--format", choices=("text", "json", "slack"), default="text")
+    run.add_argument("--format", choices=("text", "json", "slack"), default="text",
+                     help="how to print the batch's report: text (default), json or slack")
     for name, what in (("ack", "acknowledge a confirmed change"),
                        ("dismiss", "mark a confirmed change as not a regression")):
-        subs.add_parser(name, help=what).add_argument("change", metavar="CHANGE")
+        subs.add_parser(name, help=what).add_argument(
+            "change", metavar="CHANGE", help="the change's id, as `watch show` lists it")
 
 
 def cmd_watch(args: argparse.Namespace) -> int:

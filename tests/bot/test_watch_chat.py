@@ -133,6 +133,12 @@ def test_every_watch_subcommand_from_slack_and_the_alerts_buttons_act_once(
     shown = ask(bot, standin, "watch show 1")
     assert f"{change['id']} acknowledged by U_BOB: output_throughput of baseline: regression" \
         in shown and "Precision (confirmed / dismissed / blips):" in shown
+    before = len(standin.recorded())
+    bot.command("watch show 1 --chart")  # the series chart, in the answer's thread
+    calls = standin.wait_for(lambda cs: any(c.method == "files.completeUploadExternal"
+                                            for c in cs[before:]), timeout=30)
+    [upload] = [c for c in calls[before:] if c.method == "files.completeUploadExternal"]
+    assert "watch 1's series" in json.dumps(upload.body)
     assert ask(bot, standin, "watch stop 1") == "watch 1 (demo) is stopped"
     assert "stopped; add it again" in ask(bot, standin, "watch run 1")
 
