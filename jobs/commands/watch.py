@@ -30,6 +30,7 @@ from jobs.core.watch import (
     precision,
 )
 from jobs.errors import UserError, did_you_mean
+from jobs.extras import require
 
 _ID = re.compile(r"^[wc]?(\d{1,9})$")
 
@@ -65,6 +66,7 @@ class WatchShown:
 def add(ctx: Context, args: WatchArgs) -> Added:
     schedule = parse_schedule(args.every, args.at)
     planned = run.plan(ctx, run.RunArgs(preset=args.preset, sets=args.sets, queue=args.queue))
+    require_detection(ctx)
     now = settings.watch_clock()
     limit = settings.max_watches()
     row = ctx.store.add_watch(preset=planned.preset, schedule=schedule, queue=planned.queue,
@@ -75,6 +77,13 @@ def add(ctx: Context, args: WatchArgs) -> Added:
                         "allows; stop one first (watch stop ID)")
     first = schedule.slot_at(now, added=now) or schedule.next_slot(now, added=now)
     return Added(watch=row, plan=planned, next_run=first)
+
+
+def require_detection(ctx: Context) -> None:
+    """A watch's batches judge their series where they run: in embedded mode, here (the `watch`
+    extra, or one line naming it); a worker refuses them otherwise."""
+    if ctx.dispatcher.mode == "embedded":
+        require(("watch", "a regression watch's change detection"))
 
 
 def watches(ctx: Context) -> list[WatchRow]:

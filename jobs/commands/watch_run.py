@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from jobs import settings
 from jobs.commands import run
 from jobs.commands.context import Context
-from jobs.commands.watch import find_watch, parse_id
+from jobs.commands.watch import find_watch, parse_id, require_detection
 from jobs.core.plans import BatchPlan
 from jobs.core.watch import ACTIONS, ACTIVE, ALERTED, STOPPED, Change, WatchRow
 from jobs.errors import UserError
@@ -51,6 +51,7 @@ def watch_plan(ctx: Context, row: WatchRow, *, at: dt.datetime) -> BatchPlan:
     """The watch's batch: its preset planned as `run` would, marked with the watch and dated by
     `at`."""
     planned = run.plan(ctx, run.RunArgs(preset=row.preset, sets=row.sets, queue=row.queue))
+    require_detection(ctx)
     return dataclasses.replace(planned, watch=row.id, watch_at=at.isoformat())
 
 
