@@ -20,6 +20,8 @@ An event is a flat JSON object: `{"type": ..., "batch": ..., "at": ISO time, ...
     sweep.confirmation  confirmation (its batch), event (one event of the sweep's confirmation
                         batch, as above, without a report): the sweep batch's followers see
                         its confirmation run; the confirmation's batch.started has `confirms`
+                        (a regression watch's confirmation is relayed to its night's batch
+                        the same way)
 
 Sinks share one interface: the embedded in-process channel here, a Redis Stream in
 distributed mode (`jobs/broker/streams.py`). A worker emits through a `MaskedSink`, so that no
