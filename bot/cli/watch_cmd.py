@@ -60,6 +60,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     from bot import views
     from bot.cli.commands import _chart_path, _context, _write_chart
     from jobs.commands import watch, watch_run
+    from jobs.errors import UserError
 
     sub = args.watch_command
     ctx = _context()
@@ -81,7 +82,9 @@ def cmd_watch(args: argparse.Namespace) -> int:
         elif sub == "show":
             chart = _chart_path(args.chart)
             data = watch.show(ctx, args.watch, chart=chart is not None)
-            if chart is not None and data.chart is not None:
+            if chart is not None:
+                if data.chart is None:
+                    raise UserError(f"no chart: watch {data.watch.id} has no point yet")
                 _write_chart(chart, data.chart)
             sys.stdout.write(views.watch_shown(data, args.format))
         elif sub in ("pause", "resume", "stop"):

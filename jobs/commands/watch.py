@@ -96,6 +96,7 @@ def show(ctx: Context, watch: str, *, chart: bool = False) -> WatchShown:
     changes = ctx.store.watch_changes(row.id)
     png = None
     if chart:
+        require(("charts", "--chart"))
         from jobs.charts.watch import to_watch_png
 
         png = to_watch_png(series, changes, title=f"watch {row.id}: {row.preset}")

@@ -118,6 +118,9 @@ def in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[st
     ("ruptures", ["watch", "add", "cpu-loads"], {},
      "specbench watch: error: a regression watch's change detection needs ruptures, which this "
      "installation lacks: pip install 'specbench[watch]'"),
+    ("matplotlib", ["watch", "show", "1", "--chart", "series.png"], {},
+     "specbench watch: error: --chart needs matplotlib, which this installation lacks: "
+     "pip install 'specbench[charts]'"),
     ("psycopg", ["status"],
      {"SPECBENCH_DATABASE_URL": "postgresql+psycopg://specbench:secret@127.0.0.1:5432/x"},
      "specbench status: error: a PostgreSQL store (SPECBENCH_DATABASE_URL) needs psycopg, "

@@ -54,6 +54,8 @@ def test_watch_list_and_show_print_the_contracts_json(
          "state": "active"},
         {"id": 2, "preset": "nightly", "every": "weekly", "at": "05:30", "queue": "h200",
          "state": "paused"}]
+    code, _, err = run(capsys, "watch", "show", "1", "--chart", "empty.png")
+    assert code == 2 and err == "specbench watch: error: no chart: watch 1 has no point yet\n"
     shown = json.loads(run(capsys, "watch", "show", "1", "--format", "json")[1])
     assert {k: shown[k] for k in ("id", "preset", "every", "at", "queue", "state", "owner",
                                   "series", "changes", "precision")} == {
