@@ -204,22 +204,51 @@ def _console(tmp_path: Path, line: str) -> Any:
     return console(tmp_path, line)
 
 
-@pytest.mark.timeout(180)
-def test_the_console_adds_runs_shows_and_stops_a_watch(tmp_path: Path) -> None:
+def seed_console_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The console's store (tests/bot/test_console.py's data dir) with 15 earlier nights of the
+    baseline at 100 on this host and stack: the stand-in's 82 is then an 18% fall."""
+    from jobs.engines import get_engine
+    from tests.standin.harness import make_standin
+
+    make_standin(tmp_path / "probe", monkeypatch)
+    stack = point_stack(get_engine("sglang").fingerprint(), engine="sglang",
+                        host=socket.gethostname(), model_revision=None)
+    store = Store(f"sqlite:///{tmp_path / 'data' / 'specbench.db'}")
+    start = dt.datetime(2026, 11, 1, 2, 0, tzinfo=dt.UTC)
+    store.put_points(1, [SeriesPoint(key=SeriesKey("baseline", "output_throughput"),
+                                     batch=f"b-old{i}", at=start + dt.timedelta(days=i),
+                                     value=100.0 + (i % 3) - 1, low=98.0, high=102.0,
+                                     stack=stack) for i in range(15)])
+    store.close()
+
+
+@pytest.mark.timeout(240)
+def test_the_console_adds_pauses_runs_shows_acknowledges_and_stops_a_watch(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
     added = _console(tmp_path, "watch standin-demo --every weekly --at 05:30")
     assert added.returncode == 0, added.stderr
     assert "Watch 1 added: standin-demo weekly at 05:30 UTC" in added.stdout
+    assert "watch 1 (standin-demo) is paused" in _console(tmp_path, "watch pause 1").stdout
+    assert "watch 1 (standin-demo) is active" in _console(tmp_path, "watch resume 1").stdout
+    seed_console_history(tmp_path, monkeypatch)
     ran = _console(tmp_path, "watch run 1")
     assert ran.returncode == 0, ran.stderr
-    assert "Watch 1: no change in its series" in ran.stdout  # the summary's watch line
+    said = [line for line in ran.stdout.splitlines() if "Watch 1: " in line]
+    assert said and "output_throughput of baseline regression -18." in said[0], ran.stdout
+    change = said[0].split("(change ")[1].split(")")[0]
     listed = _console(tmp_path, "/specbench watch list")
     assert "1  standin-demo  weekly at 05:30 UTC  queue default  active  by tester" in \
         listed.stdout
     shown = _console(tmp_path, "watch show 1")
-    assert "output_throughput of baseline: 1 point, latest 82 in b-" in shown.stdout
+    assert "output_throughput of baseline: 16 points, latest 82 in b-" in shown.stdout
+    assert f"change {change} of watch 1 acknowledged by tester" in _console(
+        tmp_path, f"watch ack {change}").stdout
+    again = _console(tmp_path, f"watch dismiss c{change}")
+    assert again.returncode == 0 and "was already acknowledged by tester at " in again.stdout
     for line, code, says in (("watch show 2", 2, "unknown watch '2'"),
                              ("watch standin-demo --every 10m", 2, "at most hourly"),
-                             ("watch dismiss 1", 2, "unknown change '1'")):
+                             ("watch dismiss 99", 2, "unknown change '99'")):
         done = _console(tmp_path, line)
         assert done.returncode == code and says in done.stdout + done.stderr, line
     assert "is stopped" in _console(tmp_path, "watch stop 1").stdout
