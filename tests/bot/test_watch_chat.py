@@ -200,6 +200,44 @@ def test_at_most_max_watches_are_active(
     assert [w.state for w in dispatcher.store.list_watches()] == ["paused", "active"]
 
 
+def test_a_tick_starts_a_due_night_once_and_says_why_a_night_cannot_start(
+    bot: BotServer, standin: SlackStandin, dispatcher: EmbeddedDispatcher, demo_config: Path,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The scheduler's tick (`jobs.commands.watch_run.tick`, the beat's task body) with the bot's
+    dispatcher: a due slot's batch started once however often it ticks; a preset gone since the
+    watch was added is not run, and the watch's thread says why."""
+    from jobs.commands.context import Caller, Context
+    from jobs.commands.watch_run import tick
+
+    clock = tmp_path / "clock"
+    clock.write_text("2027-01-01T01:00:00+00:00")
+    monkeypatch.setenv("SPECBENCH_WATCH_CLOCK_FILE", str(clock))
+    assert ask(bot, standin, "watch demo --at 02:00").startswith("Watch 1 added")
+    store = dispatcher.store
+    ctx = Context(store=store, caller=Caller(user="beat", surface="beat"),
+                  make_dispatcher=lambda: dispatcher, engine_for=lambda name: FakeEngine())
+    night = dt.datetime(2027, 1, 1, 2, 0, tzinfo=dt.UTC)
+    assert tick(ctx, now=night - dt.timedelta(minutes=1)) == []
+    [started] = tick(ctx, now=night)
+    assert (started.outcome, started.slot, started.why) == ("started", night, None)
+    assert tick(ctx, now=night + dt.timedelta(minutes=30)) == []  # once, however often
+    wait_ended(store, str(started.batch))
+    (demo_config / "presets" / "demo.yaml").unlink()
+    [failed] = tick(ctx, now=night + dt.timedelta(days=1))
+    assert failed.outcome == "failed" and "unknown preset 'demo'" in str(failed.why)
+    assert [r.id for r in store.list_batches() if r.plan.confirms is None] == [started.batch]
+    thread = store.get_watch(1).thread_ts  # type: ignore[union-attr]
+    asyncio.run(asyncio.to_thread(news, store, [started, failed], SlackPoster(
+        make_client(BOT_TOKEN, api_url=standin.url))))
+    lines = [str(c.body["text"]) for c in standin.recorded("chat.postMessage")
+             if c.body.get("thread_ts") == thread]
+    assert lines[0] == f"Night of 2027-01-01 02:00 UTC: batch {started.batch} started (watch 1, " \
+        "demo)."
+    assert lines[1].startswith("Night of 2027-01-02 02:00 UTC not started: unknown preset 'demo'")
+    assert lines[2].startswith(f"Batch {started.batch} done: ")
+
+
 def _console(tmp_path: Path, line: str) -> Any:
     return console(tmp_path, line)
 
