@@ -35,35 +35,37 @@ SCHEDULER = Caller(user="specbench-beat", surface="beat")
 _kept: dict[str, Any] = {}  # this beat's store and dispatcher, made at its first tick
 
 
-def news(store: Store, actions: list[TickAction], poster: SlackPoster | None) -> None:
+def news(store: Store, actions: list[TickAction], *, poster: SlackPoster | None) -> None:
     """Tell each watch's thread what this tick did and what ended since."""
-    asyncio.run(_news(store, actions, poster))
+    asyncio.run(_news(store, actions, poster=poster))
 
 
-async def _news(store: Store, actions: list[TickAction], poster: SlackPoster | None) -> None:
+async def _news(store: Store, actions: list[TickAction], *, poster: SlackPoster | None,
+                ) -> None:
+    watches = {w.id: w for w in store.list_watches()}  # as now: a thread set since counts
     for action in actions:
         log.info("watch %s, slot %s: %s %s", action.watch.id, action.slot.isoformat(),
                  action.outcome, action.batch or action.why or "")
-        payload = views.watch_night(watch=action.watch, outcome=action.outcome,
-                                    slot=action.slot, batch=action.batch, why=action.why)
-        await _post(store, poster, action.watch, scope=f"watch:{action.watch.id}",
+        watch = watches.get(action.watch.id, action.watch)
+        payload = views.watch_night(watch=watch, outcome=action.outcome, slot=action.slot,
+                                    batch=action.batch, why=action.why)
+        await _post(store, watch, poster=poster, scope=f"watch:{watch.id}",
                     part=f"slot:{action.slot.isoformat()}", payload=payload)
-    watches = {w.id: w for w in store.list_watches()}
     for watch in watches.values():
-        await _ended(store, poster, watch)
+        await _ended(store, watch, poster=poster)
     for watch_id, change in store.unposted_changes():
         batch = store.get_batch(change.batch)
         if batch is None or batch.state not in TERMINAL_STATES or watch_id not in watches:
             continue
         watch = watches[watch_id]
         payload = _change_payload(change, watch)
-        await _post(store, poster, watch, scope=f"watch-change:{change.id}", part="message",
+        await _post(store, watch, poster=poster, scope=f"watch-change:{change.id}", part="message",
                     payload=payload)
         assert change.id is not None
         store.mark_change_posted(change.id)
 
 
-async def _ended(store: Store, poster: SlackPoster | None, watch: WatchRow) -> None:
+async def _ended(store: Store, watch: WatchRow, *, poster: SlackPoster | None) -> None:
     """The end line of the watch's last batch, once it has ended."""
     if watch.last_batch is None:
         return
@@ -76,7 +78,7 @@ async def _ended(store: Store, poster: SlackPoster | None, watch: WatchRow) -> N
     found = (row.report or {}).get("watch_changes") or []
     payload = views.watch_night(watch=watch, outcome="ended", batch=row.id, state=row.state,
                                 error=row.error if row.state != "done" else None, found=found)
-    await _post(store, poster, watch, scope=scope, part=part, payload=payload)
+    await _post(store, watch, poster=poster, scope=scope, part=part, payload=payload)
 
 
 def _change_payload(change: Change, watch: WatchRow) -> dict[str, Any]:
@@ -86,7 +88,7 @@ def _change_payload(change: Change, watch: WatchRow) -> dict[str, Any]:
 
 
 async def _post(
-    store: Store, poster: SlackPoster | None, watch: WatchRow, *, scope: str, part: str,
+    store: Store, watch: WatchRow, *, poster: SlackPoster | None, scope: str, part: str,
     payload: dict[str, Any],
 ) -> None:
     """One message in the watch's thread, once per (scope, part); logged only where there is no
@@ -131,5 +133,5 @@ def watch_tick() -> int:
     store = _store()
     ctx = Context(store=store, caller=SCHEDULER, make_dispatcher=lambda: _dispatcher(store))
     actions = tick(ctx)
-    news(store, actions, _poster())
+    news(store, actions, poster=_poster())
     return sum(1 for a in actions if a.outcome == "started")

@@ -252,7 +252,7 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
         report["watch"] = plan.watch
         if plan.confirms is None and not cancel():
             report["watch_changes"] = watching.judge_night(
-                plan, row, records, store=store, host=host, new_id=new_batch_id,
+                plan, row=row, records=records, store=store, host=host, new_id=new_batch_id,
                 execute=lambda confirm_id: execute_batch(
                     confirm_id, store=store, should_stop=should_stop, engine=engine,
                     inline=True, evidence=evidence,

@@ -57,9 +57,9 @@ def night_points(
 
 def judge_night(
     plan: BatchPlan,
+    *,
     row: BatchRow,
     records: Sequence[RunRecord],
-    *,
     store: Store,
     host: str | None,
     new_id: Callable[[], str],

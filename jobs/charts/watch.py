@@ -63,7 +63,7 @@ def watch_figure(series: Sequence[SeriesPoint], changes: Sequence[Change], *, ti
     cuts = cuts_of(changes)
     handles: dict[str, Any] = {}
     for axes, key in zip(axes_list, shown, strict=True):
-        _panel(axes, by_key[key], [c for c in changes if c.key == key],
+        _panel(axes, by_key[key], changes=[c for c in changes if c.key == key],
                cuts=cuts.get(key, set()))
         for handle, label in zip(*axes.get_legend_handles_labels(), strict=True):
             handles.setdefault(label, handle)
@@ -76,7 +76,7 @@ def watch_figure(series: Sequence[SeriesPoint], changes: Sequence[Change], *, ti
     return figure
 
 
-def _panel(axes: Any, points: list[SeriesPoint], changes: list[Change], *,
+def _panel(axes: Any, points: list[SeriesPoint], *, changes: list[Change],
            cuts: set[str]) -> None:
     index = {p.batch: i for i, p in enumerate(points)}
     xs = list(range(len(points)))
@@ -93,8 +93,8 @@ def _panel(axes: Any, points: list[SeriesPoint], changes: list[Change], *,
     if hollow:
         axes.plot(hollow, [values[i] for i in hollow], "o", mfc="white", mec=CHANGE, ms=7,
                   mew=1.5, zorder=4, label="a blip: not confirmed (hollow)")
-    _segments(axes, points, cuts)
-    again = _changes(axes, points, changes, index)
+    _segments(axes, points, cuts=cuts)
+    again = _changes(axes, points, changes=changes, index=index)
     _stack_lines(axes, points)
     key = points[0].key
     where = f" at {key.load}" if key.load else ""
@@ -113,7 +113,7 @@ def _panel(axes: Any, points: list[SeriesPoint], changes: list[Change], *,
     axes.set_ylim(low - pad, high + pad * 2.2)  # room at the top for the stack labels
 
 
-def _segments(axes: Any, points: list[SeriesPoint], cuts: set[str]) -> None:
+def _segments(axes: Any, points: list[SeriesPoint], *, cuts: set[str]) -> None:
     """Each segment's mean, from its first point to its last."""
     starts = [0] + [i for i, p in enumerate(points) if p.batch in cuts and i > 0]
     for n, (begin, end) in enumerate(zip(starts, [*starts[1:], len(points)], strict=True)):
@@ -125,7 +125,7 @@ def _segments(axes: Any, points: list[SeriesPoint], cuts: set[str]) -> None:
                   label="segment mean (between confirmed changes)" if n == 0 else None)
 
 
-def _changes(axes: Any, points: list[SeriesPoint], changes: list[Change],
+def _changes(axes: Any, points: list[SeriesPoint], *, changes: list[Change],
              index: dict[str, int]) -> list[float]:
     """A confirmed change: an arrow from the old level to its first bad night (the point stays
     visible), its id and % beside it; every candidate's confirmation a diamond beside its

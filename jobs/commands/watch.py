@@ -105,7 +105,7 @@ def show(ctx: Context, watch: str, *, chart: bool = False) -> WatchShown:
 
 
 def pause(ctx: Context, watch: str) -> WatchRow:
-    return _move(ctx, watch, PAUSED, allowed=(ACTIVE,))
+    return _move(ctx, watch, state=PAUSED, allowed=(ACTIVE,))
 
 
 def resume(ctx: Context, watch: str) -> WatchRow:
@@ -113,14 +113,14 @@ def resume(ctx: Context, watch: str) -> WatchRow:
     if row.state == PAUSED and ctx.store.count_active_watches() >= settings.max_watches():
         raise UserError(f"{settings.max_watches()} watches are active already, the most "
                         "SPECBENCH_MAX_WATCHES allows; stop one first (watch stop ID)")
-    return _move(ctx, watch, ACTIVE, allowed=(PAUSED,))
+    return _move(ctx, watch, state=ACTIVE, allowed=(PAUSED,))
 
 
 def stop(ctx: Context, watch: str) -> WatchRow:
-    return _move(ctx, watch, STOPPED, allowed=(ACTIVE, PAUSED))
+    return _move(ctx, watch, state=STOPPED, allowed=(ACTIVE, PAUSED))
 
 
-def _move(ctx: Context, watch: str, state: str, *, allowed: tuple[str, ...]) -> WatchRow:
+def _move(ctx: Context, watch: str, *, state: str, allowed: tuple[str, ...]) -> WatchRow:
     row = find_watch(ctx, watch)
     if row.state == state:
         return row  # asked twice: the answer says where it is

@@ -110,7 +110,7 @@ def test_every_watch_subcommand_from_slack_and_the_alerts_buttons_act_once(
 
     # the beat tells the watch's thread: the night's end line, then the alert with its buttons
     asyncio.run(asyncio.to_thread(
-        news, store, [], SlackPoster(make_client(BOT_TOKEN, api_url=standin.url))))
+        news, store, [], poster=SlackPoster(make_client(BOT_TOKEN, api_url=standin.url))))
     alert = next(c.body for c in standin.recorded("chat.postMessage")
                  if "specbench_watch_ack" in json.dumps(c.body.get("blocks")))
     assert alert["thread_ts"] == reply.answer["ts"]
@@ -228,7 +228,7 @@ def test_a_tick_starts_a_due_night_once_and_says_why_a_night_cannot_start(
     assert failed.outcome == "failed" and "unknown preset 'demo'" in str(failed.why)
     assert [r.id for r in store.list_batches() if r.plan.confirms is None] == [started.batch]
     thread = store.get_watch(1).thread_ts  # type: ignore[union-attr]
-    asyncio.run(asyncio.to_thread(news, store, [started, failed], SlackPoster(
+    asyncio.run(asyncio.to_thread(news, store, [started, failed], poster=SlackPoster(
         make_client(BOT_TOKEN, api_url=standin.url))))
     lines = [str(c.body["text"]) for c in standin.recorded("chat.postMessage")
              if c.body.get("thread_ts") == thread]

@@ -128,7 +128,7 @@ def test_the_stated_thresholds_are_the_calibrated_ones() -> None:
     """docs/contracts.md's table: t_crit (α = 0.001 two-sided) and the confirmation's k_conf
     (P(candidate and confirmation | noise) = α/2 · 5% per side), in old-segment sds."""
     for old_n, t_one, k_one in ((10, 5.01, 4.27), (20, 3.98, 2.63), (59, 3.50, 1.93)):
-        t_crit, k_conf = thresholds(old_n, 1, old_n - 1)
+        t_crit, k_conf = thresholds(old_n=old_n, age=1, df=old_n - 1)
         assert round(t_crit * math.sqrt(1 + 1 / old_n), 2) == t_one
         assert round(k_conf, 2) == k_one
 

@@ -19,7 +19,8 @@ def watch_section(
 ) -> dict[str, Any]:
     """`found`: the period's settled changes with their watch's id; `history`: every change of
     each watch, for its keys' precision."""
-    alerts = [_alert(w, c, watches.get(w)) for w, c in found if c.state in ALERTED]
+    alerts = [_alert(c, watch_id=w, watch=watches.get(w)) for w, c in found
+              if c.state in ALERTED]
     blips = [w for w, c in found if c.state == BLIP]
     return {
         "alerts": alerts,
@@ -30,7 +31,7 @@ def watch_section(
     }
 
 
-def _alert(watch_id: int, change: Change, watch: WatchRow | None) -> dict[str, Any]:
+def _alert(change: Change, *, watch_id: int, watch: WatchRow | None) -> dict[str, Any]:
     data = change.data
     return {"watch": watch_id, "preset": None if watch is None else watch.preset,
             "change": change.id, "approach": change.key.approach, "key": change.key.key,

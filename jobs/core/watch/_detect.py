@@ -127,7 +127,7 @@ def find_candidate(
     effect = 100.0 * (new_mean - mean) / abs(mean)
     if abs(effect) < min_effect_pct:
         return None
-    t_crit, k_conf = thresholds(len(old), age, df)
+    t_crit, k_conf = thresholds(old_n=len(old), age=age, df=df)
     t_stat = (new_mean - mean) / (sd * math.sqrt(1.0 / age + 1.0 / len(old)))
     if abs(t_stat) < t_crit:
         return None

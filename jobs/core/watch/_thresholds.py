@@ -36,7 +36,7 @@ def _nodes() -> tuple[Any, Any, Any, Any]:
 
 
 @lru_cache(maxsize=4096)
-def thresholds(old_n: int, age: int, df: int) -> tuple[float, float]:
+def thresholds(*, old_n: int, age: int, df: int) -> tuple[float, float]:
     """(t_crit, k_conf) for an old segment of `old_n` points (its s with `df` degrees of
     freedom: `old_n` − 1, more where earlier segments' noise is pooled) and a new one of `age`."""
     import numpy as np
