@@ -47,6 +47,7 @@ def test_watch_list_and_show_print_the_contracts_json(
                        "--queue", "h200")
     assert code == 0 and out.startswith("Watch 2 added: nightly weekly at 05:30 UTC on queue "
                                         "h200; first run ")
+    assert "It has no chat thread (added outside Slack)" in out
     assert run(capsys, "watch", "pause", "2")[1] == "watch 2 (nightly) is paused\n"
     code, out, _ = run(capsys, "watch", "list", "--format", "json")
     assert json.loads(out) == [
@@ -119,6 +120,9 @@ def test_watch_run_waits_for_its_confirmation_and_show_has_the_series_changes_an
             "precision": 0.0} in digest["precision"]
     code, text, _ = run(capsys, "digest")
     assert f"watch 1 (nightly), change {listed['id']}: output_throughput of baseline" in text
+    blocks = json.loads(run(capsys, "digest", "--format", "slack")[1])["blocks"]
+    assert any("*Regression watches*: 1 confirmed, 0 not confirmed" in json.dumps(b)
+               for b in blocks)
 
 
 @pytest.mark.parametrize(("args", "says"), [
