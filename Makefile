@@ -6,7 +6,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
-EXTRAS := local,postgres,distributed,slack,charts,search,dev
+EXTRAS := local,postgres,distributed,slack,charts,search,watch,dev
 STAMP  := $(VENV)/.installed
 # The suite waits on servers, brokers and databases as much as it computes: 5 workers keep
 # both cores busy (on 2 cores: 3 workers 332 s, 4 315 s, 5 292 s).

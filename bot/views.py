@@ -9,12 +9,15 @@ from __future__ import annotations
 import copy
 import json
 import os
+from datetime import UTC, datetime
 from typing import Any
 
 from jobs.commands.cancel import Cancelled
 from jobs.commands.digest import Digest
 from jobs.commands.run import Started
 from jobs.commands.show import Shown
+from jobs.commands.watch import Added, WatchShown
+from jobs.commands.watch_run import Acked
 from jobs.core.messages import (
     name_width,
     render_blocks,
@@ -24,6 +27,15 @@ from jobs.core.messages import (
 )
 from jobs.core.plans import Preset
 from jobs.core.probe_text import asked_text as probe_asked
+from jobs.core.watch import (
+    Change,
+    WatchRow,
+    describe_schedule,
+    describe_sets,
+    diff_text,
+    headline,
+    outcome_text,
+)
 from jobs.redaction import redact, secret_values
 from jobs.store import TERMINAL_STATES
 
@@ -189,3 +201,85 @@ def compared_payload(data: dict[str, Any], *, fallback: str | None = None) -> di
     text = fallback if fallback is not None else compared(data)
     headline = text.splitlines()[0] if text else "specbench compare"
     return render_blocks("compare", fallback=headline, c=data)
+
+
+# --- the regression watch (docs/contracts.md "Regression watch") ---
+
+
+def watch_added(data: Added) -> str:
+    return render_text("watch_added", w=data.watch, schedule=describe_schedule(
+        data.watch.schedule), sets=describe_sets(data.watch.sets), next_run=_when(data.next_run))
+
+
+def watch_list(rows: list[WatchRow], fmt: str = "text") -> str:
+    if fmt == "json":
+        return json.dumps([r.to_dict() for r in rows], indent=2) + "\n"
+    return render_text("watch_list", watches=[
+        {"w": r, "schedule": describe_schedule(r.schedule), "sets": describe_sets(r.sets)}
+        for r in rows])
+
+
+def watch_shown(data: WatchShown, fmt: str = "text") -> str:
+    if fmt == "json":
+        return json.dumps(watch_json(data), indent=2, ensure_ascii=False) + "\n"
+    series = watch_json(data)["series"]
+    return render_text("watch_show", w=data.watch, schedule=describe_schedule(
+        data.watch.schedule), sets=describe_sets(data.watch.sets), series=series,
+        changes=[{"c": c, "line": outcome_text(c)} for c in data.changes],
+        precision=data.precision)
+
+
+def watch_json(data: WatchShown) -> dict[str, Any]:
+    """docs/contracts.md's `watch show --format json`."""
+    row = data.watch
+    series: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+    for point in data.series:
+        series.setdefault((point.key.approach, point.key.key, point.key.load), []).append(
+            point.to_dict())
+    return {**row.to_dict(), "owner": row.owner, "sets": list(row.sets),
+            "created_at": row.created_at.isoformat(), "last_batch": row.last_batch,
+            "precision": data.precision,
+            "series": [{"approach": a, "key": k, "load": load or None, "points": points}
+                       for (a, k, load), points in series.items()],
+            "changes": [c.to_dict() for c in data.changes]}
+
+
+def watch_moved(row: WatchRow) -> str:
+    return f"watch {row.id} ({row.preset}) is {row.state}"
+
+
+def watch_acked(data: Acked) -> str:
+    change, by, at = data.change, data.change.data.get("by"), data.change.data.get("at")
+    verb = "acknowledged" if change.state == "acknowledged" else "dismissed (not a regression)"
+    if data.applied:
+        return f"change {change.id} of watch {data.watch} {verb} by {by}"
+    return f"change {change.id} of watch {data.watch} was already {verb} by {by} at {at}"
+
+
+def watch_alert(change: Change, *, watch: WatchRow) -> dict[str, Any]:
+    """The alert (a confirmed change) as a chat.postMessage payload, with its buttons."""
+    context = {"c": change, "w": watch, "headline": headline(change),
+               "diff": diff_text(list(change.data.get("stack_diff") or []))}
+    text = render_text("watch_alert", **context)
+    return render_blocks("watch_alert", fallback=text, text=text, **context)
+
+
+def watch_line(text: str) -> dict[str, Any]:
+    """A watch's one-line thread message (a blip, an acknowledgement)."""
+    return render_blocks("watch_line", fallback=text, text=text)
+
+
+def watch_night(
+    *, watch: WatchRow, outcome: str, slot: datetime | None = None, **data: Any,
+) -> dict[str, Any]:
+    """A night in the watch's thread: started, skipped, not started, or ended (`state`,
+    `error`, `found`: the changes its report holds)."""
+    found = list(data.pop("found", None) or [])
+    context = {"w": watch, "outcome": outcome, "slot": None if slot is None else _when(slot),
+               "batch": None, "why": None, "state": None, "error": None, **data,
+               "found": found, "confirmed": sum(1 for c in found if c.get("state") != "blip")}
+    return watch_line(render_text("watch_night", **context).strip())
+
+
+def _when(at: datetime) -> str:
+    return at.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")

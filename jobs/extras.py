@@ -23,6 +23,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "distributed": ("celery", "redis"),
     "slack": ("slack_bolt", "slack_sdk", "uvicorn", "starlette", "aiohttp"),
     "postgres": ("psycopg",),
+    "watch": ("ruptures", "numpy", "scipy"),
 }
 """Each extra's top-level modules, as its packages install them (a test holds this to
 pyproject.toml's extras)."""

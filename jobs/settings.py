@@ -144,6 +144,46 @@ def stacks_file() -> Path | None:
     has one stack per engine, its interpreter setting's."""
     given = os.environ.get("SPECBENCH_STACKS", "").strip()
     return Path(given).expanduser() if given else None
+def max_watches() -> int:
+    """The most active regression watches (docs/contracts.md "Regression watch"):
+    SPECBENCH_MAX_WATCHES, default 20; a value that is not a positive whole number is the
+    default."""
+    raw = os.environ.get("SPECBENCH_MAX_WATCHES", "").strip()
+    return int(raw) if raw.isdigit() and int(raw) > 0 else DEFAULT_MAX_WATCHES
+
+
+DEFAULT_MAX_WATCHES = 20
+
+
+def watch_tick_s() -> float:
+    """How often the beat looks for a watch that is due (SPECBENCH_WATCH_TICK_S, default 60
+    seconds; at least 0.1)."""
+    raw = os.environ.get("SPECBENCH_WATCH_TICK_S", "").strip()
+    try:
+        value = float(raw) if raw else DEFAULT_WATCH_TICK_S
+    except ValueError:
+        _refuse("SPECBENCH_WATCH_TICK_S", raw, "not a number of seconds (unset: 60)")
+    if not 0.1 <= value <= 3600:
+        _refuse("SPECBENCH_WATCH_TICK_S", raw, "must be from 0.1 to 3600 seconds (unset: 60)")
+    return value
+
+
+DEFAULT_WATCH_TICK_S = 60.0
+
+
+def watch_clock() -> datetime.datetime:
+    """The time a watch is added and its schedule is read at: now, or, where
+    SPECBENCH_WATCH_CLOCK_FILE names a file (a test's simulated nights), the ISO time in it."""
+    path = os.environ.get("SPECBENCH_WATCH_CLOCK_FILE")
+    if not path:
+        return utcnow()
+    try:
+        text = Path(path).read_text(encoding="utf-8").strip()
+        value = datetime.datetime.fromisoformat(text)
+    except (OSError, ValueError) as exc:
+        _refuse("SPECBENCH_WATCH_CLOCK_FILE", path, f"holds no ISO time ({exc})")
+    return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
+
 
 
 

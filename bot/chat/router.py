@@ -17,6 +17,7 @@ from typing import Any
 
 from bot import views
 from bot.chat.probe_line import parse_probe
+from bot.chat.watch_line import access_name, parse_watch
 from bot.thread.messages import Upload
 from jobs.batches.dispatch import Dispatcher, Submitted
 from jobs.commands import CHAT_COMMANDS as COMMANDS
@@ -33,6 +34,8 @@ from jobs.commands import (
     run,
     show,
     status,
+    watch,
+    watch_run,
 )
 from jobs.commands.context import Access, Caller, Context
 from jobs.engines.base import Engine
@@ -62,6 +65,7 @@ class Reply:
     exit_code: int = 0  # the console's: 0 done, 1 infrastructure (broker away), 2 bad input
     warnings: tuple[str, ...] = ()
     uploads: tuple[Upload, ...] = ()  # files for the reply's thread (Slack)
+    watch: int | None = None  # a watch just added: the reply's thread becomes its thread
 
 
 @dataclass
@@ -86,7 +90,8 @@ class Router:
         ctx = Context(store=self.dispatcher.store, caller=caller, access=self.access,
                       make_dispatcher=lambda: self.dispatcher, engine_for=self.engine_for)
         try:
-            if refusal := self.access.refusal(caller, command):
+            judged = access_name(args) if command == "watch" else command
+            if refusal := self.access.refusal(caller, judged):
                 return _error(f"refused: {refusal}")
             handler: Callable[[list[str], Context, str | None], Reply] = _HANDLERS[command]
             return handler(args, ctx, idempotency_key)
@@ -231,6 +236,30 @@ def _compare(args: list[str], ctx: Context, key: str | None) -> Reply:
     return Reply(text=text, blocks=views.compared_payload(data, fallback=text)["blocks"])
 
 
+def _watch(args: list[str], ctx: Context, key: str | None) -> Reply:
+    line = parse_watch(args)
+    if line.sub == "add":
+        assert line.add is not None
+        added = watch.add(ctx, line.add)
+        return Reply(text=views.watch_added(added), ephemeral=False, watch=added.watch.id,
+                     warnings=added.plan.warnings)
+    if line.sub == "list":
+        return Reply(text=views.watch_list(watch.watches(ctx)))
+    assert line.ident is not None
+    if line.sub == "show":
+        data = watch.show(ctx, line.ident, chart=line.chart)
+        uploads = () if data.chart is None else (
+            Upload(f"watch-{data.watch.id}.png", data.chart, f"watch {data.watch.id}'s series"),)
+        return Reply(text=views.watch_shown(data), uploads=uploads, ephemeral=not uploads)
+    if line.sub == "run":
+        return _started(watch_run.run_now(ctx, line.ident, idempotency_key=key))
+    if line.sub in ("ack", "dismiss"):
+        acked = watch_run.acknowledge(ctx, line.ident, action=line.sub)
+        return Reply(text=views.watch_acked(acked), ephemeral=not acked.applied)
+    moved = {"pause": watch.pause, "resume": watch.resume, "stop": watch.stop}[line.sub]
+    return Reply(text=views.watch_moved(moved(ctx, line.ident)), ephemeral=False)
+
+
 def _help(args: list[str], ctx: Context, key: str | None) -> Reply:
     return Reply(text=views.help_(help.help_(ctx)))
 
@@ -238,7 +267,7 @@ def _help(args: list[str], ctx: Context, key: str | None) -> Reply:
 _HANDLERS: dict[str, Callable[[list[str], Context, str | None], Reply]] = {
     "run": _run, "retry": _retry, "status": _status, "cancel": _cancel, "show": _show,
     "presets": _presets, "history": _history, "digest": _digest, "compare": _compare,
-    "help": _help, "probe": _probe, "bisect": _bisect,
+    "help": _help, "probe": _probe, "bisect": _bisect, "watch": _watch,
 }
 
 

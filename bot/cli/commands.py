@@ -83,7 +83,8 @@ STORE_POLL_S = 3.0  # how often `run` asks the store whether its batch has ended
 END_GRACE_S = 2.0  # the end event's head start once the store says the batch ended
 
 
-def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace, *, trap: Any) -> int:
+def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace, *, trap: Any,
+                  on_submitted: Any = None) -> int:
     """Submit, follow the batch's events on stderr, print its report on stdout.
 
     The store is the truth: it is polled every STORE_POLL_S, so that a batch whose end event
@@ -104,6 +105,8 @@ def _run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace, *, trap: Any) -
     subscription = dispatcher.subscribe()
     submitted = run.submit(ctx, plan).submitted
     batch_id = submitted.batch.id
+    if on_submitted is not None:  # a watch's batch: the watch's last one
+        on_submitted(batch_id)
     if submitted.live_workers == 0:
         bar.note(f"batch {batch_id} queued on {plan.queue!r}, which no live worker serves yet")
     deadline = time.monotonic() + args.timeout

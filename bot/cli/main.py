@@ -14,7 +14,7 @@ import uuid
 from collections.abc import Sequence
 from typing import NoReturn
 
-from bot.cli import probe_cmd
+from bot.cli import probe_cmd, watch_cmd
 from jobs.core.engine_info import engine_names
 from jobs.errors import SpecbenchError
 
@@ -195,6 +195,7 @@ def build_parser() -> argparse.ArgumentParser:
     digest.add_argument("--chart", metavar="FILE.png",
                         help="also write the digest's trend chart to FILE.png")
     probe_cmd.add_parser(commands, seconds=_seconds, contract=CONTRACT)
+    watch_cmd.add_parser(commands, seconds=_seconds, contract=CONTRACT)
     return parser
 
 
@@ -212,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from bot.cli import commands
 
-        module = probe_cmd if args.command == "probe" else commands
+        module = {"probe": probe_cmd, "watch": watch_cmd}.get(args.command, commands)
         return int(getattr(module, f"cmd_{args.command}")(args))
     except SpecbenchError as exc:
         print(f"specbench {args.command}: error: {exc}", file=sys.stderr)

@@ -8,7 +8,10 @@ Slack's retry headers say so, so that a `digest` or any other answer is posted o
 keeps each answer's parts (bot.slack.replies), so a replay after a restart is dropped too; a
 `run`'s key also reaches `Dispatcher.submit`, whose store keeps it across restarts. A launch button
 (Retry, Re-run anyway) is keyed by the button, not the click: a double click starts one batch
-(the keys are bot.slack.deliveries').
+(the keys are bot.slack.deliveries'). A watch alert's buttons (Acknowledge, Not a regression) act
+once: the change's acknowledgement is one row in the store, and a second click is answered with
+the first one's user and time. A `watch PRESET` answer is posted in the channel, and its thread
+becomes the watch's.
 
 In distributed mode the threads read events through the Redis consumer group
 (bot.thread.durable_feed), so a restarted bot resumes where its predecessor stopped. The process
@@ -118,6 +121,17 @@ class SpecbenchBot:
             self.spawn(self.handle(line=f"retry {button_value(body)} --rerun-known",
                                    **to_launch(body)))
 
+        @app.action("specbench_watch_ack")
+        async def on_watch_ack(ack: Any, body: dict[str, Any]) -> None:
+            await ack()  # once: the change's acknowledgement is one row; a second click is told
+            self.spawn(self.handle(line=f"watch ack {button_value(body)}", **to_click(body)))
+
+        @app.action("specbench_watch_dismiss")
+        async def on_watch_dismiss(ack: Any, body: dict[str, Any]) -> None:
+            await ack()
+            self.spawn(self.handle(line=f"watch dismiss {button_value(body)}",
+                                   **to_click(body)))
+
         @app.action("specbench_logs")
         async def on_logs(ack: Any, body: dict[str, Any]) -> None:
             await ack()
@@ -161,8 +175,12 @@ class SpecbenchBot:
                 await self.poster.ephemeral(channel=channel, user=user, thread_ts=thread_ts,
                                             message=Message(text=reply.text))
             return
-        await answer(self.poster, ledger, reply=reply, channel=channel, user=user,
-                     thread_ts=thread_ts, button=button)
+        ts = await answer(self.poster, ledger, reply=reply, channel=channel, user=user,
+                          thread_ts=thread_ts, button=button)
+        if reply.watch is not None and ts is not None:  # the reply's thread is the watch's
+            store, watch_id = self.dispatcher.store, reply.watch
+            await off_loop(functools.partial(store.set_watch_thread, watch_id, channel,
+                                             thread_ts or ts))
 
     async def show_logs(self, *, batch_id: str, user: str, channel: str, thread_ts: str | None,
                         **_: Any) -> None:

@@ -1,9 +1,10 @@
-"""The digest scheduler as a process of its own: `python -m bot.slack.beat` (compose's `beat`).
+"""The one scheduler as a process of its own: `python -m bot.slack.beat` (compose's `beat`).
 
 Celery beat over `jobs.broker.celery_app.make_app()`, embedded in a worker that serves only the
-digest queue and knows only bot.slack.digest's `send_digest`: it sends the task when
-SPECBENCH_DIGEST_SCHEDULE says and runs it itself (the task still dedups per slot). It logs
-through `jobs.ops.logs` and touches the `beat` heartbeat that `jobs.ops.health` checks.
+digest queue and knows only bot.slack.digest's `send_digest` and bot.slack.watch_beat's
+`watch_tick`: it sends the digest when SPECBENCH_DIGEST_SCHEDULE says, and the regression
+watches' tick every SPECBENCH_WATCH_TICK_S, and runs both itself (each still dedups per slot).
+It logs through `jobs.ops.logs` and touches the `beat` heartbeat that `jobs.ops.health` checks.
 """
 
 from __future__ import annotations
@@ -49,9 +50,10 @@ def main(argv: Sequence[str] | None = None) -> int:
               file=sys.stderr)
         return 1
     logs.log_start("beat")
-    app = make_app(url, include=["bot.slack.digest"])  # send_digest, and no GPU task
-    if not app.conf.beat_schedule:
-        log.info("SPECBENCH_DIGEST_SCHEDULE is off: beat runs with nothing to send")
+    # send_digest and watch_tick, and no GPU task
+    app = make_app(url, include=["bot.slack.digest", "bot.slack.watch_beat"])
+    if "weekly-digest" not in app.conf.beat_schedule:
+        log.info("SPECBENCH_DIGEST_SCHEDULE is off: beat sends no digest")
     schedule = args.schedule or str(settings.data_dir() / "celerybeat-schedule")
     settings.data_dir().mkdir(parents=True, exist_ok=True)
     # Until Celery installs its own handler, a stop request still unwinds through `finally`.

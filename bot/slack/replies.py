@@ -49,9 +49,9 @@ def is_answered(ledger: Ledger) -> bool:
 async def answer(
     poster: Poster, ledger: Ledger, *, reply: Reply, channel: str, user: str,
     thread_ts: str | None, button: bool,
-) -> None:
+) -> str | None:
     """Post the reply (privately when it says so, or to a button's clicker), then its uploads in
-    its thread; each part once."""
+    its thread; each part once. The posted reply's ts (None for a private one)."""
     message = Message(text=reply.text, blocks=reply.blocks)
     if reply.ephemeral or button:
         async def whisper() -> str | None:
@@ -60,7 +60,7 @@ async def answer(
             return None
 
         await ledger.once(REPLY, whisper)
-        return
+        return None
 
     async def post() -> str | None:
         return await poster.post(channel=channel, thread_ts=thread_ts, message=message)
@@ -68,10 +68,11 @@ async def answer(
     ts = await ledger.once(REPLY, post)  # a top-level answer has no thread to look in
     where = thread_ts or ts
     if where is None:
-        return
+        return ts
     for upload in reply.uploads:
         attempt, find = _upload_steps(poster, channel=channel, thread_ts=where, upload=upload)
         await ledger.once(f"upload:{upload.filename}", attempt, find=find)
+    return ts
 
 
 def _upload_steps(

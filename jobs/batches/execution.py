@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from jobs import settings
-from jobs.batches import disk_space, remembering, stacks, sweeping, upgrading
+from jobs.batches import disk_space, remembering, stacks, sweeping, upgrading, watching
 from jobs.batches.bisecting import execute_bisect
 from jobs.batches.evidence_step import Evidence, ahead
 from jobs.batches.planning import new_batch_id, preflight
@@ -273,6 +273,15 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
                 sink=sweeping.ConfirmationRelay(sink, sweep_batch=batch_id)),
         )
         report = sweeping.add_sweep(report, plan, points, confirmation)
+    if plan.watch is not None:  # docs/contracts.md "Regression watch"
+        report["watch"] = plan.watch
+        if plan.confirms is None and not cancel():
+            report["watch_changes"] = watching.judge_night(
+                plan, row=row, records=records, store=store, host=host, new_id=new_batch_id,
+                execute=lambda confirm_id: execute_batch(
+                    confirm_id, store=store, should_stop=should_stop, engine=engine,
+                    inline=True, evidence=evidence,
+                    sink=sweeping.ConfirmationRelay(sink, sweep_batch=batch_id)))
     state = "cancelled" if cancel.requested else "done"
     report["state"] = state
     store.save_report(batch_id, report)

@@ -7,7 +7,8 @@ because a starting or idle worker re-sends `run_batch` for every unfinished batc
 whose lease has lapsed (`jobs.broker.worker`). The store's lease is what keeps a batch from ever
 running twice at once.
 
-The digest task lives with the Slack code (bot.slack.digest): only the beat process registers it
+The digest task lives with the Slack code (bot.slack.digest), and so does the regression watch's
+tick (bot.slack.watch_beat, every SPECBENCH_WATCH_TICK_S): only the beat process registers them
 (`include`), so a GPU worker never imports slack_sdk.
 """
 
@@ -23,6 +24,7 @@ from jobs import settings
 
 RUN_BATCH = "specbench.run_batch"
 SEND_DIGEST = "specbench.send_digest"
+WATCH_TICK = "specbench.watch_tick"
 DIGEST_QUEUE = "specbench.digest"  # served by `python -m bot.slack.beat` alone, never a GPU worker
 DEFAULT_SCHEDULE = "0 9 * * 1"  # Monday 09:00
 
@@ -51,6 +53,7 @@ def make_app(
     url = broker_url or settings.broker_url() or "redis://127.0.0.1:6379/0"
     app = Celery("specbench", broker=url, backend=url, include=list(include))
     schedule = digest_schedule()
+    tick = settings.watch_tick_s()
     app.conf.update(
         task_serializer="json",
         result_serializer="json",
@@ -65,13 +68,16 @@ def make_app(
         task_publish_retry_policy={"max_retries": 2, "interval_start": 0,
                                    "interval_step": 0.2, "interval_max": 0.5},
         task_default_queue=settings.default_queue(),
-        task_routes={SEND_DIGEST: {"queue": DIGEST_QUEUE}},
+        task_routes={SEND_DIGEST: {"queue": DIGEST_QUEUE}, WATCH_TICK: {"queue": DIGEST_QUEUE}},
         worker_hijack_root_logger=False,
         timezone=settings.timezone(),
         enable_utc=True,
-        beat_schedule=(
-            {"weekly-digest": {"task": SEND_DIGEST, "schedule": to_crontab(schedule)}}
-            if schedule else {}
-        ),
+        beat_schedule={
+            **({"weekly-digest": {"task": SEND_DIGEST, "schedule": to_crontab(schedule)}}
+               if schedule else {}),
+            # a tick left unread by then is dropped: the next one does its work
+            "watch-tick": {"task": WATCH_TICK, "schedule": tick,
+                           "options": {"expires": max(tick, 1.0)}},
+        },
     )
     return app

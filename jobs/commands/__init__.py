@@ -13,11 +13,14 @@ only parse their input, call a command here and render its data with the same te
     compare  two stored batches side by side                  -> comparison dict
     probe    a collectives probe queued on the GPU host           -> Started
     bisect   the first stack where a configuration changes    -> Started
+    watch    regression watches: add, list, show, pause, resume, stop -> WatchRow, WatchShown
+             (`watch_run`: run one now -> Started, ack or dismiss a change -> Acked, the
+             scheduler's tick -> TickAction list)
     help     the chat commands                                -> tuple of names
     analyze  run records re-analysed (the CLI's)              -> report dict
 """
 
 CHAT_COMMANDS = (
     "run", "status", "cancel", "retry", "show", "presets", "history", "digest", "compare",
-    "probe", "bisect", "help",
+    "probe", "bisect", "watch", "help",
 )

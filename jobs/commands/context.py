@@ -28,8 +28,10 @@ class Caller:
 OPEN_COMMANDS = ("help",)
 """What Slack answers anyone, anywhere, allow-lists or not."""
 
-LAUNCH_COMMANDS = ("run", "retry", "probe", "bisect")
-"""What starts processes on a GPU host: only users on the user list (admins read and cancel)."""
+LAUNCH_COMMANDS = ("run", "retry", "probe", "bisect", "watch add", "watch pause", "watch resume",
+                   "watch stop", "watch run", "watch ack", "watch dismiss")
+"""What starts processes on a GPU host, or changes what will (a watch, its alerts): only users on
+the user list (admins read and cancel)."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 from jobs import settings
 from jobs.batches import runners
 from jobs.commands.context import Context
-from jobs.core.digest import build_digest, experiment_best
+from jobs.core.digest import build_digest, experiment_best, watch_section
 from jobs.core.limits import MAX_DAYS
 from jobs.core.rules import load_rules
 from jobs.errors import UserError
@@ -42,6 +42,11 @@ def digest(
         since=now - dt.timedelta(days=days), now=now)
     data = build_digest(rows, records, now=now, days=days, tz=tz, memory=memory,
                         rules=load_rules())
+    watches = {w.id: w for w in ctx.store.list_watches()}
+    data["watches"] = watch_section(
+        ctx.store.changes_between(now - dt.timedelta(days=days), now), watches=watches,
+        history={w: ctx.store.watch_changes(w) for w, row in watches.items()
+                 if row.state != "stopped"})
     png = None
     if chart:
         from jobs.charts.trend import to_trend_png

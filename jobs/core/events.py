@@ -23,6 +23,8 @@ An event is a flat JSON object: `{"type": ..., "batch": ..., "at": ISO time, ...
     bisect.part         part (its batch), stack, event (one event of a bisection's batch on
                         that stack, as above, without a report); a bisection's batch.started
                         has `bisect` (approach, from, to, stacks: those between)
+                        (a regression watch's confirmation is relayed to its night's batch
+                        the same way)
 
 Sinks share one interface: the embedded in-process channel here, a Redis Stream in
 distributed mode (`jobs/broker/streams.py`). A worker emits through a `MaskedSink`, so that no

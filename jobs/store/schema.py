@@ -29,7 +29,8 @@ from sqlalchemy.types import TypeDecorator
 from jobs.core.plans import BatchRow, to_plan
 
 # BatchRow is the core's; named here too, where the store's modules have always found it.
-__all__ = ["Base", "Batch", "BatchRow", "Run", "SlackPart", "UTCDateTime", "to_batch_row"]
+__all__ = ["Base", "Batch", "BatchRow", "Run", "SlackPart", "UTCDateTime", "Watch", "WatchAck",
+           "WatchChange", "WatchPoint", "to_batch_row"]
 
 
 class UTCDateTime(TypeDecorator[datetime]):
@@ -141,6 +142,93 @@ class Run(Base):
     # verdict, and its delta_pct when the digest counts it as judged (else null).
     verdict: Mapped[str | None] = mapped_column(String(32))
     judged_delta: Mapped[float | None] = mapped_column(Float)
+
+
+class Watch(Base):
+    """A regression watch (0010_watches): a preset re-run on a schedule, its thread, and the
+    last slot the scheduler started (or skipped) and the last batch it started."""
+
+    __tablename__ = "watches"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    preset: Mapped[str] = mapped_column(String(255))
+    every: Mapped[str] = mapped_column(String(32))
+    at: Mapped[str] = mapped_column(String(8))
+    queue: Mapped[str] = mapped_column(String(255))
+    sets: Mapped[str] = mapped_column(Text)  # JSON list of the `--set` strings
+    state: Mapped[str] = mapped_column(String(16))  # active, paused, stopped
+    owner: Mapped[str] = mapped_column(String(255))
+    channel: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    thread_ts: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    last_slot: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+    last_batch: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class WatchPoint(Base):
+    """One batch's point of one series (0010_watches): a configuration, a judged key and a load
+    level ('' without one), its median and range, the time and the stack (JSON)."""
+
+    __tablename__ = "watch_points"
+    __table_args__ = (
+        UniqueConstraint("watch_id", "batch_id", "approach", "key", "load",
+                         name="uq_watch_points_batch_key"),
+        Index("ix_watch_points_series", "watch_id", "approach", "key", "load", "at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    watch_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("watches.id", ondelete="CASCADE", name="fk_watch_points_watch_id"))
+    batch_id: Mapped[str] = mapped_column(String(64))
+    approach: Mapped[str] = mapped_column(String(255))
+    key: Mapped[str] = mapped_column(String(255))
+    load: Mapped[str] = mapped_column(String(255))
+    value: Mapped[float] = mapped_column(Float)
+    low: Mapped[float] = mapped_column(Float)
+    high: Mapped[float] = mapped_column(Float)
+    lower_is_better: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
+    stack: Mapped[str] = mapped_column(Text)
+
+
+class WatchChange(Base):
+    """A candidate and what became of it (0010_watches): `candidate` while its confirmation
+    runs, then `confirmed` or `blip`, then `acknowledged` or `dismissed` by a person; `data` is
+    the change's figures and stacks (JSON), `posted_at` when its thread was told."""
+
+    __tablename__ = "watch_changes"
+    __table_args__ = (
+        UniqueConstraint("watch_id", "batch_id", "approach", "key", "load",
+                         name="uq_watch_changes_batch_key"),
+        Index("ix_watch_changes_created_at", "created_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    watch_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("watches.id", ondelete="CASCADE", name="fk_watch_changes_watch_id"))
+    batch_id: Mapped[str] = mapped_column(String(64))
+    approach: Mapped[str] = mapped_column(String(255))
+    key: Mapped[str] = mapped_column(String(255))
+    load: Mapped[str] = mapped_column(String(255))
+    state: Mapped[str] = mapped_column(String(16))
+    confirmation: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    data: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime())
+    posted_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), nullable=True)
+
+
+class WatchAck(Base):
+    """Who acknowledged or dismissed a change, and when (0010_watches): one row per change, so
+    the first click decides and a second is answered with it."""
+
+    __tablename__ = "watch_acks"
+
+    change_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey("watch_changes.id", ondelete="CASCADE",
+                            name="fk_watch_acks_change_id"), primary_key=True)
+    action: Mapped[str] = mapped_column(String(16))
+    user: Mapped[str] = mapped_column(String(255))
+    at: Mapped[datetime] = mapped_column(UTCDateTime())
 
 
 def to_batch_row(batch: Batch) -> BatchRow:

@@ -1,7 +1,8 @@
 """The store: batches and their run records, in SQLite by default and PostgreSQL in production.
 
 `Store` is one object over one database (`jobs.store.database`), its methods grouped by concept:
-the batch rows here, run records (`runs`), leases (`leases`), the chat thread's posts (`posts`).
+the batch rows here, run records (`runs`), leases (`leases`), the chat thread's posts (`posts`),
+the regression watches (`watches`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from jobs.store.leases import Leases
 from jobs.store.posts import Posts
 from jobs.store.runs import Runs, write_verdicts
 from jobs.store.schema import Batch, UTCDateTime, to_batch_row
+from jobs.store.watches import Watches
 
 # `refused`: the worker's preflight refused the batch before any server started (docs/contracts.md's
 # engine contracts).
@@ -30,7 +32,7 @@ BATCH_STATES = ("queued", "running", "done", "failed", "cancelled", "refused")
 TERMINAL_STATES = frozenset({"done", "failed", "cancelled", "refused"})
 
 
-class Store(Runs, Leases, Posts, Comparisons, DigestQueries, Histories):
+class Store(Runs, Leases, Posts, Comparisons, DigestQueries, Histories, Watches):
     """Batches and run records behind one SQLAlchemy URL (default: `settings.database_url()`)."""
 
     def __enter__(self) -> Store:

@@ -50,7 +50,7 @@ def _batch(router: Router) -> str:
 def _every_line(batch_id: str) -> list[str]:
     lines = ["run demo", f"retry {batch_id} faster", "status", f"cancel {batch_id}", "show",
              f"show {batch_id}", "presets", "history", "digest", "compare",
-             "probe --sizes 4K --iters 1", "bisect demo faster --from a --to b"]
+             "probe --sizes 4K --iters 1", "bisect demo faster --from a --to b", "watch list"]
     assert {line.split()[0] for line in lines} == set(CHAT_COMMANDS) - {"help"}
     return lines
 

@@ -189,18 +189,20 @@ def _subprocess(argv: list[str], place: Place) -> Outcome:
     return Outcome(done.returncode, done.stdout, done.stderr)
 
 
-def stored_batches(data: Path) -> int:
+def stored_batches(data: Path, table: str = "batches") -> int:
     database = data / "specbench.db"
     if not database.exists():
         return 0
     with sqlite3.connect(database) as db:
-        found = db.execute("select name from sqlite_master where name = 'batches'").fetchone()
-        return 0 if found is None else int(db.execute("select count(*) from batches").fetchone()[0])
+        found = db.execute("select name from sqlite_master where name = ?", (table,)).fetchone()
+        count = None if found is None else db.execute(f"select count(*) from {table}")
+        return 0 if count is None else int(count.fetchone()[0])
 
 
 def assert_nothing_stored(place: Place) -> None:
     if place.data.is_dir():
         assert stored_batches(place.data) == 0
+        assert stored_batches(place.data, "watches") == 0  # a regression watch (issue 34)
         logs = place.data / "logs"
         started = [p.name for p in logs.iterdir() if p.name.startswith("b-")] \
             if logs.is_dir() else []

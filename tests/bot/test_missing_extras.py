@@ -57,7 +57,7 @@ def nothing_stored() -> None:
         from jobs.store import Store
 
         with Store() as store:
-            assert store.list_batches() == []
+            assert store.list_batches() == [] and store.list_watches() == []
 
 
 @pytest.mark.parametrize(("modules", "argv", "line"), [
@@ -115,6 +115,12 @@ def in_process(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[st
     ("celery", ["worker", "--queue", "q"], {"SPECBENCH_BROKER_URL": "redis://127.0.0.1:6379/15"},
      "specbench worker: error: specbench worker needs celery, which this installation lacks: "
      "pip install 'specbench[distributed]'"),
+    ("ruptures", ["watch", "add", "cpu-loads"], {},
+     "specbench watch: error: a regression watch's change detection needs ruptures, which this "
+     "installation lacks: pip install 'specbench[watch]'"),
+    ("matplotlib", ["watch", "show", "1", "--chart", "series.png"], {},
+     "specbench watch: error: --chart needs matplotlib, which this installation lacks: "
+     "pip install 'specbench[charts]'"),
     ("psycopg", ["status"],
      {"SPECBENCH_DATABASE_URL": "postgresql+psycopg://specbench:secret@127.0.0.1:5432/x"},
      "specbench status: error: a PostgreSQL store (SPECBENCH_DATABASE_URL) needs psycopg, "

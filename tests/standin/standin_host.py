@@ -12,10 +12,18 @@ interpreter of one of them sets STANDIN_SPEED, how fast that installation runs (
 every configuration's throughput, default 1.0), and a configuration may run at a speed of its
 own on one release: STANDIN_THROUGHPUT is a number, or `RELEASE=NUMBER,...` with an optional
 plain default (`82,0.5.23=60`: 82 tokens/s, 60 on release 0.5.23).
+STANDIN_ENV_FILE names a JSON file whose `env` is laid over the environment of every stand-in
+process as it starts: what a long-lived worker's host looks like night after night (another
+release in STANDIN_VERSION, another speed in STANDIN_THROUGHPUT, another GPU in
+STANDIN_GPU_NAME for the fake nvidia-smi). Its `later` ({"after": N, "env": {...}}) is laid over
+that once more than N servers have started since the file was written (each start appends a line
+to FILE.starts, which the test empties with the file): a night whose batch ran slow and whose
+confirmation, the next servers, did not.
 """
 
 from __future__ import annotations
 
+import json
 import os
 
 
@@ -25,6 +33,35 @@ def note_start() -> None:
     if path:
         with open(path, "a", encoding="utf-8") as handle:
             handle.write(f"{os.getpid()}\n")
+    night = os.environ.get("STANDIN_ENV_FILE")
+    if night:
+        with open(night + ".starts", "a", encoding="utf-8") as handle:
+            handle.write(f"{os.getpid()}\n")
+
+
+def apply_env_file() -> None:
+    """STANDIN_ENV_FILE's environment laid over this process's (see the module)."""
+    path = os.environ.get("STANDIN_ENV_FILE")
+    if not path:
+        return
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return
+    env = dict(data.get("env") or {})
+    later = data.get("later") or {}
+    if later and _starts(path) > int(later.get("after", 0)):
+        env.update(later.get("env") or {})
+    os.environ.update({str(k): str(v) for k, v in env.items()})
+
+
+def _starts(path: str) -> int:
+    try:
+        with open(path + ".starts", encoding="utf-8") as handle:
+            return sum(1 for line in handle if line.strip())
+    except OSError:
+        return 0
 
 
 def host_speed() -> float:

@@ -1,7 +1,8 @@
 """Across batches (docs/contracts.md "Digest", "Noise, measured"): two batches compared
 (`_compare`), a sweep and its confirmation as one experiment (`_experiments`), the weekly digest
 (`_digest`) with its history (`_digest_memory`), hours (`_digest_hours`), regressions
-(`_digest_regressions`), wins (`_digest_wins`) and trend (`_trends`)."""
+(`_digest_regressions`), wins (`_digest_wins`), trend (`_trends`) and the regression watches'
+section (`_digest_watch`)."""
 
 from jobs.core.digest._compare import (
     Side,
@@ -20,6 +21,9 @@ from jobs.core.digest._digest_memory import (
     memory_of,
     reopened_dead_ends,
 )
+from jobs.core.digest._digest_watch import (
+    watch_section,
+)
 from jobs.core.digest._trends import (
     experiment_best,
 )
@@ -37,4 +41,5 @@ __all__ = [
     "judged_results",
     "memory_of",
     "reopened_dead_ends",
+    "watch_section",
 ]

@@ -69,6 +69,10 @@ class BatchPlan:
     # "after"}; its probes are batches of their own, run inline, each `part_of` it
     bisect: dict[str, Any] | None = None
     part_of: str | None = None
+    # docs/contracts.md "Regression watch": the watch a batch runs for, and the scheduled slot
+    # (ISO time) its points are dated by; None for a batch started by hand
+    watch: int | None = None
+    watch_at: str | None = None
 
     @property
     def is_bracketed(self) -> bool:

@@ -4,10 +4,18 @@
 release (flags/<version>.json, read from its wheel by scripts/sglang_flags.py) and behave as
 `STANDIN_MODE` says; see `launch_server.py` for the modes and the environment variables. The
 release is $STANDIN_VERSION, else the version of an `sglang` distribution installed around the
-stand-in (a test's fake dist-info), else 0.5.2.
+stand-in (a test's fake dist-info), else 0.5.2. A host's nightly environment (STANDIN_ENV_FILE,
+`standin_host`) is laid over this process's first.
 """
 
 import os
+
+try:
+    import standin_host
+except ImportError:  # tests/standin is not on the path: no nightly environment
+    standin_host = None  # type: ignore[assignment]
+else:
+    standin_host.apply_env_file()
 
 
 def _installed() -> str | None:
