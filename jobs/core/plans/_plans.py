@@ -264,7 +264,7 @@ def _known_knobs(preset: Preset) -> set[str]:
 def _check_overrides(preset: Preset, overrides: dict[str, Scalar]) -> None:
     known = _known_knobs(preset)
     for knob in overrides:
-        if is_protected_knob(knob):  # whatever the preset says (presets.PROTECTED_ARGS)
+        if is_protected_knob(knob):  # whatever the preset says (each engine's protected_args)
             raise KnobError(f"knob {knob!r} is never overridable: {PROTECTED_WHY}")
         if knob in preset.overridable:
             continue

@@ -29,20 +29,14 @@ from jobs.core.plans._bench_checks import bench_problems, metric_problems
 from jobs.core.plans._loads import load_problems, slo_problems
 from jobs.core.plans._preset_files import read_preset_text, yaml_depth
 from jobs.core.plans._preset_models import Approach, Config, Preset, Scalar, ServerValue, Timeouts
-from jobs.core.plans._protected_knobs import (
-    PROTECTED_ARGS,
-    PROTECTED_ENV,
-    PROTECTED_WHY,
-    is_protected_knob,
-)
+from jobs.core.plans._protected_knobs import PROTECTED_WHY, is_protected_knob
 from jobs.core.plans._secret_refs import literal_secret_problems
 from jobs.core.sweeps import sweep_problems
 from jobs.errors import PresetError
 
 __all__ = [
-    "MAX_NAME_CHARS", "NAMES_ONLY", "PROTECTED_ARGS", "PROTECTED_ENV", "PROTECTED_WHY",
-    "Approach", "Config", "Preset", "Scalar", "ServerValue", "Timeouts", "find_named_preset",
-    "find_preset", "is_preset_name", "is_protected_knob", "load_all", "load_preset",
+    "MAX_NAME_CHARS", "NAMES_ONLY", "Approach", "Config", "Preset", "Scalar", "ServerValue",
+    "Timeouts", "find_named_preset", "find_preset", "is_preset_name", "load_all", "load_preset",
     "parse_preset", "preset_names", "presets_dir",
 ]
 
