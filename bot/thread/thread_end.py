@@ -22,6 +22,7 @@ from bot.thread.messages import Message, render_message, upload_steps
 from bot.thread.ports import EndingThread
 from bot.thread.store_retry import describe, is_blip, patiently
 from bot.thread.summary_message import summary_message, summary_uploads
+from jobs.core.engine_info import engine_title
 from jobs.ops.owners import is_dead_here
 from jobs.store import TERMINAL_STATES, BatchRow
 
@@ -122,7 +123,7 @@ def _ending(thread: EndingThread, row: BatchRow, state: str) -> Message | None:
         return summary_message(thread.report, batch_id=row.id)
     if row.error and state in ("refused", "failed"):
         return render_message("batch_refused", batch=row.id, state=state, error=row.error,
-                              host=row.host)
+                              host=row.host, engine=engine_title(row.engine))
     return None
 
 

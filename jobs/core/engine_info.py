@@ -147,6 +147,12 @@ def describe(name: str) -> EngineInfo:
     return found[name]
 
 
+def engine_title(name: str) -> str | None:
+    """How messages name a registered engine; None for a name no engine has (a probe's)."""
+    info = registered().get(name)
+    return None if info is None else info.title
+
+
 def all_info() -> tuple[EngineInfo, ...]:
     return tuple(registered().values())
 
