@@ -60,6 +60,9 @@ class Rule:
     context_lines: int = DEFAULT_CONTEXT_LINES
     kind: str = "cause"
     knobs: tuple[str, ...] = ()  # fallback rules: the knobs whose feature the line is about
+    # tried before the shared file's rules of its tag: an engine's own line that quotes what a
+    # shared rule of the tag would match (jobs.core.rules merges the files)
+    first: bool = False
     # The pattern over a whole log at once (line anchors kept): a cheap test that skips the
     # rule when no line of the log can match it.
     whole_log: re.Pattern[str] = field(init=False, repr=False, compare=False)
