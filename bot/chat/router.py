@@ -107,7 +107,7 @@ def _run(args: list[str], ctx: Context, key: str | None) -> Reply:
     preset, sets, reps, rest = parse_options(args, usage=usage)
     if len(rest) != 1:
         raise UserError(f"usage: {usage}")
-    data = run.run(ctx, run.RunArgs(preset=preset, sets=sets, reps=reps,
+    data = run.run(ctx, run.RunArgs(preset=preset, sets=run.parse_sets(sets), reps=reps,
                                     rerun_known=rerun_known), idempotency_key=key)
     return _started(data)
 
@@ -124,8 +124,9 @@ def _retry(args: list[str], ctx: Context, key: str | None) -> Reply:
     if len(rest) != 2:
         raise UserError(f"usage: {usage}")
     names = [n for n in rest[1].split(",") if n]
-    data = retry.retry(ctx, retry.RetryArgs(batch=rest[0], approaches=names, sets=sets,
-                                            reps=reps, rerun_known=rerun_known),
+    data = retry.retry(ctx, retry.RetryArgs(batch=rest[0], approaches=names,
+                                            sets=run.parse_sets(sets), reps=reps,
+                                            rerun_known=rerun_known),
                        idempotency_key=key)
     return _started(data)
 

@@ -127,11 +127,12 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
         raise PresetError(f"{source}: empty; a preset is a YAML mapping (see `presets`)")
     too_deep = (f"{source}: nested too deeply; a preset's YAML nests at most {MAX_DEPTH} "
                 "levels")
+    loader = yaml.SafeLoader(text)  # one parse: the node tree (lines, depth), then its data
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = loader.get_single_node()
         if yaml_depth(node) > MAX_DEPTH:
             raise PresetError(too_deep)
-        data = yaml.safe_load(text)
+        data = None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark is not None else source
@@ -139,6 +140,8 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
         raise PresetError(f"{where}: invalid YAML: {problem}") from None
     except RecursionError:  # deeper than Python's stack, before _depth could count it
         raise PresetError(too_deep) from None
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         raise PresetError(f"{source}: a preset must be a YAML mapping")
     try:
