@@ -139,6 +139,14 @@ def max_points() -> int:
 DEFAULT_MAX_POINTS = 10_000
 
 
+def seconds(name: str, *, default: float, least: float) -> float:
+    """A number of seconds from the environment, at least `least`; unset, or not a number: the
+    default (a tuning knob of the operator's, never a reason to refuse to start)."""
+    raw = os.environ.get(name, "").strip()
+    try:
+        return max(float(raw), least) if raw else default
+    except ValueError:
+        return default
 
 
 def id_list(name: str) -> frozenset[str]:

@@ -101,15 +101,30 @@ class Router:
                          exit_code=1)
 
 
-def _run(args: list[str], ctx: Context, key: str | None) -> Reply:
-    usage = "run PRESET [--set KNOB=VALUE]... [--reps N] [--rerun-known]"
+@dataclass(frozen=True)
+class _RunOptions:
+    """What `run` and `retry` are given: their words, `--set`s (read once, here), `--reps`."""
+
+    words: list[str]
+    sets: run.Overrides
+    reps: int | None
+    rerun_known: bool
+
+
+def _run_options(args: list[str], *, usage: str, words: int) -> _RunOptions:
+    """`--set`, `--reps` and `--rerun-known`, and exactly `words` other words."""
     rerun_known, args = _flag(args, "--rerun-known")
-    preset, sets, reps, rest = parse_options(args, usage=usage)
-    if len(rest) != 1:
+    _, sets, reps, rest = parse_options(args, usage=usage)
+    if len(rest) != words:
         raise UserError(f"usage: {usage}")
-    data = run.run(ctx, run.RunArgs(preset=preset, sets=run.parse_sets(sets), reps=reps,
-                                    rerun_known=rerun_known), idempotency_key=key)
-    return _started(data)
+    return _RunOptions(rest, run.parse_sets(sets), reps, rerun_known)
+
+
+def _run(args: list[str], ctx: Context, key: str | None) -> Reply:
+    got = _run_options(args, usage="run PRESET [--set KNOB=VALUE]... [--reps N] [--rerun-known]",
+                       words=1)
+    return _started(run.run(ctx, run.RunArgs(preset=got.words[0], sets=got.sets, reps=got.reps,
+                                             rerun_known=got.rerun_known), idempotency_key=key))
 
 
 def _flag(args: list[str], flag: str) -> tuple[bool, list[str]]:
@@ -118,17 +133,12 @@ def _flag(args: list[str], flag: str) -> tuple[bool, list[str]]:
 
 
 def _retry(args: list[str], ctx: Context, key: str | None) -> Reply:
-    usage = "retry BATCH APPROACH[,APPROACH...] [--set K=V]... [--reps N] [--rerun-known]"
-    rerun_known, args = _flag(args, "--rerun-known")
-    _, sets, reps, rest = parse_options(args, usage=usage)
-    if len(rest) != 2:
-        raise UserError(f"usage: {usage}")
-    names = [n for n in rest[1].split(",") if n]
-    data = retry.retry(ctx, retry.RetryArgs(batch=rest[0], approaches=names,
-                                            sets=run.parse_sets(sets), reps=reps,
-                                            rerun_known=rerun_known),
-                       idempotency_key=key)
-    return _started(data)
+    got = _run_options(args, words=2, usage="retry BATCH APPROACH[,APPROACH...] [--set K=V]... "
+                       "[--reps N] [--rerun-known]")
+    names = [n for n in got.words[1].split(",") if n]
+    return _started(retry.retry(ctx, retry.RetryArgs(
+        batch=got.words[0], approaches=names, sets=got.sets, reps=got.reps,
+        rerun_known=got.rerun_known), idempotency_key=key))
 
 
 def _probe(args: list[str], ctx: Context, key: str | None) -> Reply:

@@ -14,8 +14,9 @@ from jobs.batches.dispatch import Submitted
 from jobs.batches.planning import check_flags, plan_batch
 from jobs.batches.values import check_values
 from jobs.commands.context import Context
-from jobs.core.plans import BatchPlan, Overrides, Preset, find_named_preset
-from jobs.core.plans import parse_sets as parse_sets  # what a surface reads `--set` words with
+from jobs.core.plans import BatchPlan, Preset, find_named_preset
+from jobs.core.plans import Overrides as Overrides  # a surface reads `--set` words into these:
+from jobs.core.plans import parse_sets as parse_sets  # with this
 from jobs.errors import UserError
 
 MAX_REPS = 20

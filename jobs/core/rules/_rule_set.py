@@ -91,6 +91,9 @@ class Match:
 
 @dataclass(frozen=True)
 class RuleSet:
+    """The rules of one or more files: cause rules in their tags' precedence, the patterns of
+    boilerplate lines no rule matches, the fallback rules."""
+
     rules: tuple[Rule, ...]
     ignore: tuple[re.Pattern[str], ...] = ()
     fallbacks: tuple[Rule, ...] = ()

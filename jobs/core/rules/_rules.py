@@ -30,12 +30,13 @@ from typing import Any
 import yaml
 
 from jobs import settings
+from jobs.core.config_files import top_level
 from jobs.core.rules._rule_schema import compile_pattern, to_rule
 from jobs.core.rules._rule_set import RULE_TAGS, Rule, RuleSet
 from jobs.errors import PresetError
 
 RULES_FILE = "failure_rules.yaml"
-_TOP_KEYS = frozenset({"ignore", "rules"})
+_TOP_KEYS = ("rules", "ignore")
 # (path, mtime in ns, size) of each file read: part of the cache key, so an edit is read again
 FileKey = tuple[Path, int, int]
 
@@ -117,11 +118,7 @@ def parse_rules(text: str, *, source: str = "failure_rules.yaml") -> RuleSet:
         where = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(error, "problem", None) or "not valid YAML"
         raise PresetError(f"{source}: invalid YAML{where}: {problem}") from None
-    if not isinstance(data, dict):
-        raise PresetError(f"{source}: expected a mapping with 'rules' and 'ignore'")
-    unknown = sorted(str(key) for key in data if key not in _TOP_KEYS)
-    if unknown:
-        raise PresetError(f"{source}: unknown key {unknown[0]!r} (expected 'rules', 'ignore')")
+    data = top_level(data, source=source, keys=_TOP_KEYS)
     raw_rules = data.get("rules")
     if not isinstance(raw_rules, list) or not raw_rules:
         raise PresetError(f"{source}: key 'rules' must be a non-empty list")
