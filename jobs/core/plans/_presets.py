@@ -1,10 +1,9 @@
 """Presets: YAML files in `config/presets/`, loaded into typed, frozen models (docs/contracts.md's
 format).
 
-Loading validates every key; an error names the file, the key and, where YAML tells it, the line.
-The models are `jobs.core.plans`', the knobs `--set` never changes
-`jobs.core.plans`' (both re-exported here); resolution (extends, declares, `--set`)
-lives in `plans.py`.
+Loading reads a file once and parses it once (its node tree kept for line numbers) and validates
+every key; an error names the file, the key and, where YAML tells it, the line. The models are
+`_preset_models`' (re-exported here); resolution (extends, declares, `--set`) is `_plans`'.
 
 Chat chooses a preset by name only (`find_named_preset`): a path is the operator's, on the
 command line. No preset may let `--set` choose the model, a file or the code the server runs
