@@ -117,7 +117,7 @@ def _run_options(args: list[str], *, usage: str, words: int) -> _RunOptions:
     _, sets, reps, rest = parse_options(args, usage=usage)
     if len(rest) != words:
         raise UserError(f"usage: {usage}")
-    return _RunOptions(rest, run.parse_sets(sets), reps, rerun_known)
+    return _RunOptions(words=rest, sets=run.parse_sets(sets), reps=reps, rerun_known=rerun_known)
 
 
 def _run(args: list[str], ctx: Context, key: str | None) -> Reply:

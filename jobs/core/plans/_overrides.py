@@ -42,7 +42,7 @@ class Override:
     @classmethod
     def of(cls, knob: str, value: Scalar) -> Override:
         """An override known by its value alone (a stored batch's, retried)."""
-        return cls(knob, value, f"{knob}={'' if value is None else value}")
+        return cls(knob=knob, value=value, given=f"{knob}={'' if value is None else value}")
 
 
 class Overrides(Mapping[str, Scalar]):
@@ -104,7 +104,7 @@ def parse_sets(words: Sequence[str] | None) -> Overrides:
             value = raw
         if isinstance(value, dict | list):
             raise KnobError(f"--set {knob}: VALUE must be a scalar, got {raw!r}")
-        items[knob] = Override(knob, value, word)
+        items[knob] = Override(knob=knob, value=value, given=word)
     return Overrides(items.values())
 
 
