@@ -6,7 +6,6 @@ command's answer on its own.
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 from datetime import UTC, datetime
@@ -74,71 +73,29 @@ def shown(data: Shown, fmt: str = "text") -> str:
     """The report in `fmt` (text, json, slack), env secrets of the batch masked. A batch not
     yet ended says so first, and its key achievement is marked provisional (text, slack)."""
     assert data.report is not None
-    secrets = secret_values(os.environ, data.secrets)
-    note = running_note(data)
-    if note is not None and fmt == "slack":
-        payload = summary_payload(data.report)
-        payload["blocks"] = _provisional_blocks(payload["blocks"], note)
-        text = json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
-    else:
-        text = render_report(data.report, fmt)
-    if note is not None and fmt == "text":
-        text = _provisional_text(text, note)
-    return redact(text, secrets=secrets)
+    text = render_report(data.report, fmt, running=running(data))
+    return redact(text, secrets=secret_values(os.environ, data.secrets))
 
 
 def shown_blocks(data: Shown) -> list[dict[str, Any]]:
     assert data.report is not None
-    blocks = summary_payload(data.report)["blocks"]
-    note = running_note(data)
-    if note is not None:
-        blocks = _provisional_blocks(blocks, note)
+    blocks = summary_payload(data.report, running=running(data))["blocks"]
     secrets = secret_values(os.environ, data.secrets)
     masked: list[dict[str, Any]] = json.loads(redact(json.dumps(blocks), secrets=secrets))
     return masked
 
 
-def running_note(data: Shown) -> str | None:
-    """The line "still running: N of M runs done" for a batch not yet ended (its report built from
-    the records so far), else None. A sweep's runs are its configurations and the points its
-    budget allows."""
+def running(data: Shown) -> dict[str, Any] | None:
+    """A batch not yet ended (its report built from the records so far): its state and how many
+    of its runs are done, for the summary's templates; else None. A sweep's runs are its
+    configurations and the points its budget allows."""
     row = data.row
     if row.state in TERMINAL_STATES or row.plan.is_probe:  # a probe's report says its state
         return None
     plan = row.plan
     planned = len(plan.configs) + (plan.sweep.max_servers if plan.sweep is not None else 0)
     done = min(len({r.approach for r in data.records}), planned)
-    return f"still {row.state}: {done} of {planned} runs done"
-
-
-PROVISIONAL = "Key achievement (provisional, the batch is still running):"
-
-
-def _provisional_text(text: str, note: str) -> str:
-    """The note as the header's last line (before the table), the key achievement marked
-    provisional."""
-    lines = text.split("\n")
-    at = lines.index("") if "" in lines else 1
-    lines.insert(at, f"{_capital(note)}; the results below are provisional")
-    return "\n".join(lines).replace("\nKey achievement:", "\n" + PROVISIONAL, 1)
-
-
-def _capital(text: str) -> str:
-    return text[:1].upper() + text[1:]
-
-
-def _provisional_blocks(blocks: list[dict[str, Any]], note: str) -> list[dict[str, Any]]:
-    """The note ahead of the headline's section, the key achievement's marked provisional
-    (no block added: the payload may already hold Slack's 50)."""
-    out = copy.deepcopy(blocks)
-    sections = [b for b in out if b.get("type") == "section" and "text" in b]
-    if sections:
-        first = sections[0]["text"]
-        first["text"] = f"*{_capital(note)}*; the results below are provisional\n{first['text']}"
-    for block in sections:
-        block["text"]["text"] = block["text"]["text"].replace(
-            "*Key achievement:*", f"*{PROVISIONAL}*", 1)
-    return out
+    return {"state": row.state, "done": done, "planned": planned}
 
 
 def cancelled(data: Cancelled) -> str:

@@ -144,6 +144,8 @@ def stacks_file() -> Path | None:
     has one stack per engine, its interpreter setting's."""
     given = os.environ.get("SPECBENCH_STACKS", "").strip()
     return Path(given).expanduser() if given else None
+
+
 def max_watches() -> int:
     """The most active regression watches (docs/contracts.md "Regression watch"):
     SPECBENCH_MAX_WATCHES, default 20; a value that is not a positive whole number is the
@@ -185,6 +187,14 @@ def watch_clock() -> datetime.datetime:
     return value if value.tzinfo else value.replace(tzinfo=datetime.UTC)
 
 
+def seconds(name: str, *, default: float, least: float) -> float:
+    """A number of seconds from the environment, at least `least`; unset, or not a number: the
+    default (a tuning knob of the operator's, never a reason to refuse to start)."""
+    raw = os.environ.get(name, "").strip()
+    try:
+        return max(float(raw), least) if raw else default
+    except ValueError:
+        return default
 
 
 def id_list(name: str) -> frozenset[str]:

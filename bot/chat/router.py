@@ -107,19 +107,34 @@ class Router:
                          exit_code=1)
 
 
+@dataclass(frozen=True)
+class _RunOptions:
+    """What `run` and `retry` are given: their words, `--set`s (read once, here), `--reps`."""
+
+    words: list[str]
+    sets: run.Overrides
+    reps: int | None
+    rerun_known: bool
+
+
+def _run_options(args: list[str], *, usage: str, words: int) -> _RunOptions:
+    """`--set`, `--reps` and `--rerun-known`, and exactly `words` other words."""
+    rerun_known, args = _flag(args, "--rerun-known")
+    _, sets, reps, rest = parse_options(args, usage=usage)
+    if len(rest) != words:
+        raise UserError(f"usage: {usage}")
+    return _RunOptions(words=rest, sets=run.parse_sets(sets), reps=reps, rerun_known=rerun_known)
+
+
 def _run(args: list[str], ctx: Context, key: str | None) -> Reply:
     usage = ("run PRESET [--set KNOB=VALUE]... [--reps N] [--rerun-known] [--stack NAME] "
              "[--against NAME]")
-    rerun_known, args = _flag(args, "--rerun-known")
     stack, args = _valued(args, "--stack", usage=usage)
     against, args = _valued(args, "--against", usage=usage)
-    preset, sets, reps, rest = parse_options(args, usage=usage)
-    if len(rest) != 1:
-        raise UserError(f"usage: {usage}")
-    data = run.run(ctx, run.RunArgs(preset=preset, sets=sets, reps=reps,
-                                    rerun_known=rerun_known, stack=stack, against=against),
-                   idempotency_key=key)
-    return _started(data)
+    got = _run_options(args, usage=usage, words=1)
+    return _started(run.run(ctx, run.RunArgs(preset=got.words[0], sets=got.sets, reps=got.reps,
+                                             rerun_known=got.rerun_known, stack=stack,
+                                             against=against), idempotency_key=key))
 
 
 def _flag(args: list[str], flag: str) -> tuple[bool, list[str]]:
@@ -147,16 +162,12 @@ def _valued(args: list[str], flag: str, *, usage: str) -> tuple[str | None, list
 
 
 def _retry(args: list[str], ctx: Context, key: str | None) -> Reply:
-    usage = "retry BATCH APPROACH[,APPROACH...] [--set K=V]... [--reps N] [--rerun-known]"
-    rerun_known, args = _flag(args, "--rerun-known")
-    _, sets, reps, rest = parse_options(args, usage=usage)
-    if len(rest) != 2:
-        raise UserError(f"usage: {usage}")
-    names = [n for n in rest[1].split(",") if n]
-    data = retry.retry(ctx, retry.RetryArgs(batch=rest[0], approaches=names, sets=sets,
-                                            reps=reps, rerun_known=rerun_known),
-                       idempotency_key=key)
-    return _started(data)
+    got = _run_options(args, words=2, usage="retry BATCH APPROACH[,APPROACH...] [--set K=V]... "
+                       "[--reps N] [--rerun-known]")
+    names = [n for n in got.words[1].split(",") if n]
+    return _started(retry.retry(ctx, retry.RetryArgs(
+        batch=got.words[0], approaches=names, sets=got.sets, reps=got.reps,
+        rerun_known=got.rerun_known), idempotency_key=key))
 
 
 def _bisect(args: list[str], ctx: Context, key: str | None) -> Reply:

@@ -41,17 +41,18 @@ def cmd_presets(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from jobs.core.plans import load_preset
+    from jobs.core.plans import load_preset, parse_sets
 
-    load_preset(args.preset)  # a bad file is refused before the store's and engines' imports
-    from jobs.commands import (
-        run,  # (docs/contracts.md "Bounded work and any file": a huge grid in under a second)
-    )
+    # The file is read once, here: a bad one is refused before the store's and engines' imports
+    # (docs/contracts.md "Bounded work and any file": a huge grid in under a second).
+    read = load_preset(args.preset)
+    sets = parse_sets(args.sets)
+    from jobs.commands import run
 
     ctx = _context()
     planned = run.plan(ctx, run.RunArgs(
-        preset=args.preset, sets=args.sets, reps=args.reps, engine=args.engine, queue=args.queue,
-        rerun_known=args.rerun_known, stack=args.stack, against=args.against,
+        preset=args.preset, read=read, sets=sets, reps=args.reps, engine=args.engine,
+        queue=args.queue, rerun_known=args.rerun_known, stack=args.stack, against=args.against,
     ))
     for warning in planned.warnings:
         print(f"specbench run: warning: {warning}", file=sys.stderr)

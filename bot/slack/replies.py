@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 from bot.chat.router import Reply
 from bot.thread.ledger import Ledger
-from bot.thread.messages import Message, Poster, Upload
+from bot.thread.messages import Message, Poster, upload_steps
 
 REPLY = "reply"
 LEDGER_WAIT_S = 2.0  # for the request's record, before answering without it
@@ -70,21 +69,7 @@ async def answer(
     if where is None:
         return ts
     for upload in reply.uploads:
-        attempt, find = _upload_steps(poster, channel=channel, thread_ts=where, upload=upload)
+        attempt, find = upload_steps(poster, channel=channel, thread_ts=where, upload=upload)
         await ledger.once(f"upload:{upload.filename}", attempt, find=find)
     return ts
 
-
-def _upload_steps(
-    poster: Poster, *, channel: str, thread_ts: str, upload: Upload,
-) -> tuple[Callable[[], Awaitable[str | None]], Callable[[], Awaitable[str | None]]]:
-    async def attempt() -> str | None:
-        await poster.upload(channel=channel, thread_ts=thread_ts, files=[upload])
-        return upload.filename
-
-    async def find() -> str | None:
-        found = await poster.find_reply(channel=channel, thread_ts=thread_ts,
-                                        filename=upload.filename)
-        return None if found is None else upload.filename
-
-    return attempt, find

@@ -7,7 +7,7 @@ A message is rendered from one template (`render_message`) and scrubbed of secre
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -76,6 +76,27 @@ class Feed(Protocol):
 
 
 Ack = str | None  # the feed entry an event came from; None without a durable feed
+
+
+Step = Callable[[], Awaitable[str | None]]  # one attempt at a part, or the look for it
+
+
+def upload_steps(
+    poster: Poster, *, channel: str, thread_ts: str, upload: Upload,
+) -> tuple[Step, Step]:
+    """One file's upload into a thread, and the look for it there by its name: the two steps of
+    a once-only part (bot.thread.ledger)."""
+
+    async def attempt() -> str | None:
+        await poster.upload(channel=channel, thread_ts=thread_ts, files=[upload])
+        return upload.filename
+
+    async def find() -> str | None:
+        found = await poster.find_reply(channel=channel, thread_ts=thread_ts,
+                                        filename=upload.filename)
+        return None if found is None else upload.filename
+
+    return attempt, find
 
 
 def render_message(name: str, **context: Any) -> Message:

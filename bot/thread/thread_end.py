@@ -18,10 +18,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from bot.thread.ledger import ClaimLost, Ledger, PartFailed, marker
-from bot.thread.messages import Message, Upload, render_message
+from bot.thread.messages import Message, render_message, upload_steps
 from bot.thread.ports import EndingThread
 from bot.thread.store_retry import describe, is_blip, patiently
 from bot.thread.summary_message import summary_message, summary_uploads
+from jobs.core.engine_info import engine_title
 from jobs.ops.owners import is_dead_here
 from jobs.store import TERMINAL_STATES, BatchRow
 
@@ -103,7 +104,8 @@ async def _post_parts(thread: EndingThread, ledger: Ledger, row: BatchRow) -> li
         records = await patiently(lambda: store.records(batch_id), what=f"summary of {batch_id}")
         for upload in summary_uploads(records, report=thread.report, batch_id=batch_id,
                                       plan=row.plan, redact=thread.redact):
-            await once(f"upload:{upload.filename}", *_upload_steps(thread, upload))
+            await once(f"upload:{upload.filename}", *upload_steps(
+                poster, channel=channel, thread_ts=parent, upload=upload))
 
     async def edit_parent() -> str | None:
         ended = None if thread.report else state
@@ -121,27 +123,8 @@ def _ending(thread: EndingThread, row: BatchRow, state: str) -> Message | None:
         return summary_message(thread.report, batch_id=row.id)
     if row.error and state in ("refused", "failed"):
         return render_message("batch_refused", batch=row.id, state=state, error=row.error,
-                              host=row.host)
+                              host=row.host, engine=engine_title(row.engine))
     return None
-
-
-def _upload_steps(
-    thread: EndingThread, upload: Upload,
-) -> tuple[Callable[[], Awaitable[str | None]], Callable[[], Awaitable[str | None]]]:
-    """One file's upload into the thread, and the look for it in the thread (by its name)."""
-    poster, channel, parent = thread.hub.poster, thread.channel, thread.parent_ts
-    assert parent is not None
-
-    async def attempt() -> str | None:
-        await poster.upload(channel=channel, thread_ts=parent, files=[upload])
-        return upload.filename
-
-    async def find() -> str | None:
-        found = await poster.find_reply(channel=channel, thread_ts=parent,
-                                        filename=upload.filename)
-        return None if found is None else upload.filename
-
-    return attempt, find
 
 
 async def _claim(thread: EndingThread) -> bool:

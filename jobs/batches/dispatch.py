@@ -27,9 +27,7 @@ from jobs.batches.dispatch_api import (
     request_cancel,
 )
 from jobs.batches.execution import execute_batch
-from jobs.batches.planning import submit
 from jobs.core.events import Event, LocalChannel, make_event
-from jobs.core.plans import BatchPlan
 from jobs.engines.base import worker_secrets
 from jobs.store import TERMINAL_STATES, BatchRow, Store
 from jobs.store.patient import PatientStore
@@ -60,7 +58,7 @@ class _LocalSubscription:
         self._channel.unsubscribe(self._inbox)
 
 
-class EmbeddedDispatcher:
+class EmbeddedDispatcher(Dispatcher):
     """Batches run on one in-process worker thread, in submission order. The process owns
     them: it holds their leases (`runners.owner_name`), so that a command that finds it dead
     ends them, and `close` ends those it has not finished (docs/contracts.md "Every batch ends")."""
@@ -82,30 +80,20 @@ class EmbeddedDispatcher:
         retention.start_pruning(  # old server logs go, as on a distributed worker's start
             lambda: [r.id for r in store.list_batches(states=("queued", "running"))], every=None)
 
-    def submit(
-        self,
-        plan: BatchPlan,
-        *,
-        requested_by: str,
-        channel: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> Submitted:
-        row, created = submit(
-            plan, store=self.store, requested_by=requested_by, channel=channel,
-            idempotency_key=idempotency_key,
-        )
-        if not created:
-            return Submitted(row, False, self._position(row.id), 1)
+    def _before_submit(self) -> None:
+        return None  # the worker is this process: nothing to reach first
+
+    def _enqueue(self, row: BatchRow) -> int:
         self.store.try_acquire_lease(row.id, self.owner, runners.EMBEDDED_LEASE_S)
         with self._lock:
             self._pending.append(row.id)
-            position = len(self._pending)
-        self.channel.emit(make_event(
-            "batch.queued", row.id, queue=row.queue, position=position, preset=row.preset,
-            approaches=[c.approach for c in row.plan.configs], live_workers=1,
-        ))
+            return len(self._pending)
+
+    def _emit(self, event: Event) -> None:
+        self.channel.emit(event)
+
+    def _wake(self, row: BatchRow) -> None:
         self._inbox.put(row.id)
-        return Submitted(row, True, position, 1)
 
     def cancel(self, batch_id: str) -> BatchRow:
         row = request_cancel(self.store, batch_id)
@@ -119,10 +107,6 @@ class EmbeddedDispatcher:
 
     def subscribe(self, *, batch: str | None = None) -> Subscription:
         return _LocalSubscription(self.channel, batch)
-
-    def queues(self) -> dict[str, list[QueueEntry]]:
-        rows = self.store.list_batches(states=("queued", "running"))
-        return queue_entries(self.store, rows)
 
     def live_workers(self, queue_name: str) -> int | None:
         return 1
@@ -151,9 +135,9 @@ class EmbeddedDispatcher:
         with self._lock:
             return bool(self._pending)
 
-    def _position(self, batch_id: str) -> int:
+    def position(self, row: BatchRow) -> int:
         with self._lock:
-            return self._pending.index(batch_id) + 1 if batch_id in self._pending else 0
+            return self._pending.index(row.id) + 1 if row.id in self._pending else 0
 
     def _work(self) -> None:
         while True:

@@ -1,6 +1,7 @@
-"""What every dispatcher shares (docs/contracts.md's modes): the `Dispatcher` interface the chat
-surfaces see, what a submit answers (`Submitted`), the queue as `status` shows it (`QueueEntry`,
-with estimates from the past) and the one cancel.
+"""What every dispatcher shares (docs/contracts.md's modes): the `Dispatcher` base the chat
+surfaces see, with the one submit (each implementation says only how a stored batch reaches its
+runner and how an event is sent), what a submit answers (`Submitted`), the queue as `status`
+shows it (`QueueEntry`, with estimates from the past) and the one cancel.
 
 Its own module so that both implementations, `jobs.batches.dispatch.EmbeddedDispatcher` and
 `jobs.broker.dispatcher.DistributedDispatcher`, build on it without importing each other.
@@ -8,12 +9,14 @@ Its own module so that both implementations, `jobs.batches.dispatch.EmbeddedDisp
 
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 from typing import Protocol
 
 from jobs import settings
+from jobs.batches.planning import submit as store_batch
 from jobs.core.estimates import Estimate, PastRun, estimate, last_end, to_past_run
-from jobs.core.events import Event
+from jobs.core.events import Event, make_event
 from jobs.core.plans import BatchPlan
 from jobs.errors import UserError
 from jobs.store import TERMINAL_STATES, BatchRow, Store
@@ -47,7 +50,11 @@ class Subscription(Protocol):
     def close(self) -> None: ...
 
 
-class Dispatcher(Protocol):
+class Dispatcher(abc.ABC):
+    """Where a submitted batch goes. `submit` is the one path of both implementations: the batch
+    stored queued (`jobs.batches.planning.submit`), then handed on (`_enqueue`), announced
+    (`batch.queued`) and its runner woken (`_wake`)."""
+
     mode: str
     store: Store
 
@@ -58,21 +65,60 @@ class Dispatcher(Protocol):
         requested_by: str,
         channel: str | None = None,
         idempotency_key: str | None = None,
-    ) -> Submitted: ...
+    ) -> Submitted:
+        self._before_submit()
+        row, created = store_batch(
+            plan, store=self.store, requested_by=requested_by, channel=channel,
+            idempotency_key=idempotency_key,
+        )
+        live = self.live_workers(row.queue)
+        if not created:
+            return Submitted(row, False, self.position(row), live)
+        position = self._enqueue(row)
+        self._emit(make_event(
+            "batch.queued", row.id, queue=row.queue, position=position, preset=row.preset,
+            approaches=[c.approach for c in row.plan.configs], live_workers=live,
+        ))
+        self._wake(row)
+        return Submitted(row, True, position, live)
 
+    def queues(self) -> dict[str, list[QueueEntry]]:
+        return queue_entries(self.store, self.store.list_batches(states=("queued", "running")))
+
+    @abc.abstractmethod
+    def position(self, row: BatchRow) -> int:
+        """1: runs next (or now); n: n-1 batches ahead of it; 0 once it has ended."""
+
+    @abc.abstractmethod
     def cancel(self, batch_id: str) -> BatchRow:
         """Ask a queued or running batch to stop; UserError for an unknown batch."""
-        ...
 
+    @abc.abstractmethod
     def subscribe(self, *, batch: str | None = None) -> Subscription:
         """Events from now on (of one batch, or all); subscribe before submitting."""
-        ...
 
-    def queues(self) -> dict[str, list[QueueEntry]]: ...
+    @abc.abstractmethod
+    def live_workers(self, queue_name: str) -> int | None:
+        """Workers serving the queue now; None where it cannot be known."""
 
-    def live_workers(self, queue_name: str) -> int | None: ...
-
+    @abc.abstractmethod
     def close(self) -> None: ...
+
+    @abc.abstractmethod
+    def _before_submit(self) -> None:
+        """Raise what must hold before a batch is stored (the broker answers)."""
+
+    @abc.abstractmethod
+    def _enqueue(self, row: BatchRow) -> int:
+        """Hand a newly stored batch to its runner; its position."""
+
+    @abc.abstractmethod
+    def _emit(self, event: Event) -> None:
+        """An event for every subscriber."""
+
+    @abc.abstractmethod
+    def _wake(self, row: BatchRow) -> None:
+        """Let the runner start the batch, once `batch.queued` is out."""
 
 
 def request_cancel(store: Store, batch_id: str) -> BatchRow:

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import secrets
+from collections.abc import Mapping
 
 from jobs import settings
+from jobs.batches.values import override_refusal
 from jobs.core.engine_info import describe
 from jobs.core.plans import (
     BatchPlan,
+    Overrides,
+    Preset,
     Scalar,
     bench_problems,
     first_literal_secret,
@@ -30,15 +34,17 @@ def new_batch_id() -> str:
 
 
 def plan_batch(
-    preset: str,
+    preset: str | Preset,
     *,
     engine: str | None = None,
-    overrides: dict[str, Scalar] | None = None,
+    overrides: Overrides | Mapping[str, Scalar] | None = None,
     reps: int | None = None,
     queue: str | None = None,
 ) -> BatchPlan:
-    """Load and resolve a preset into a plan (raises UserError subclasses: exit 2)."""
-    loaded = load_preset(preset)
+    """Resolve a preset (a name or path, read here; or as a surface read it) into a plan, every
+    `--set` checked once against it and its engine's flag types (raises UserError subclasses:
+    exit 2)."""
+    loaded = load_preset(preset) if isinstance(preset, str) else preset
     if engine is not None and engine != loaded.engine:
         loaded = loaded.model_copy(update={"engine": engine})
         # the keys the preset's engine reports may not be another's (total_throughput)
@@ -48,7 +54,7 @@ def plan_batch(
             raise PresetError(f"{loaded.source}: {message} (--engine {engine})")
     return resolve(
         loaded, overrides=overrides, reps=reps, queue=queue,
-        default_queue=settings.default_queue(),
+        default_queue=settings.default_queue(), refusal=override_refusal(loaded.engine),
     )
 
 

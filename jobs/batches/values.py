@@ -1,41 +1,55 @@
 """Every value of a plan checked against its engine's flag types before the batch is stored.
 
-`--set`, the resolved baseline, every approach, the sweep's grid and the bench: a value the
-engine's argparse would refuse (`threads=abc`, `seed=` with nothing, 2.5 for an integer, a
-value outside the choices), or that no process can be given (a NUL character in an argument or
-an environment value, `=` in an environment name: `check_passable`) is bad input, exit 2,
-nothing stored. The types are the engine's own (`jobs.engines.flag_types`), so this runs on the
-bot's host too, where no engine is; the worker's preflight checks flags and choices again
-against the installed release.
+The resolved baseline, every approach, the sweep's grid and the bench (`check_values`), and each
+`--set` (`override_refusal`, asked by `jobs.core.plans`' one check of a `--set` when the plan is
+resolved): a value the engine's argparse would refuse (`threads=abc`, `seed=` with nothing, 2.5
+for an integer, a value outside the choices), or that no process can be given (a NUL character
+in an argument or an environment value, `=` in an environment name: `check_passable`) is bad
+input, exit 2, nothing stored. The types are the engine's own (`jobs.engines.flag_types`), so
+this runs on the bot's host too, where no engine is; the worker's preflight checks flags and
+choices again against the installed release.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 from jobs.core.engine_info import describe
-from jobs.core.plans import BatchPlan
+from jobs.core.plans import BatchPlan, Refusal, passable_problem
 from jobs.core.sweeps import ENV_KNOB
 from jobs.engines import type_table
 from jobs.engines.flag_types import TypeTable
-from jobs.errors import KnobError, PresetError
+from jobs.errors import PresetError
 
 
-def check_values(plan: BatchPlan, *, sets: Sequence[str] = ()) -> None:
-    """Raise KnobError (a `--set`) or PresetError (the preset's own values) for the first value
-    the plan's engine would refuse; `sets` are the raw `KNOB=VALUE` strings, for the message."""
+def override_refusal(engine: str) -> Refusal | None:
+    """Why the engine's flag types refuse a `--set` of a server arg, for `jobs.core.plans`'
+    one check of every `--set` (None: the engine has no types). A flag that takes a value is
+    never dropped by a `--set` (`seed=null` or `false` would run without it: a number is
+    needed)."""
+    table = type_table(engine)
+    if table is None:
+        return None
+
+    def refusal(knob: str, value: Any) -> str | None:
+        flag_type = table.lookup(knob)
+        if flag_type is None:  # not its business: preflight refuses unknown flags
+            return None
+        if flag_type.kind != "switch" and (value is None or value is False):
+            value = "" if value is None else value
+        return flag_type.refusal(knob, value, engine=table.engine)
+
+    return refusal
+
+
+def check_values(plan: BatchPlan) -> None:
+    """Raise PresetError for the first of the preset's own values the plan's engine would
+    refuse (a `--set` is checked where the plan is resolved: `override_refusal`)."""
     check_passable(plan)
     check_required(plan)
     table = type_table(plan.engine)
     if table is None:
         return
-    raw = {item.partition("=")[0].strip(): item for item in sets}
-    for knob, value in plan.overrides.items():
-        found = _refusal(table, knob, value, env=plan.baseline.env, override=True)
-        if found is not None:
-            given = raw.get(knob) or f"{knob}={'' if value is None else value}"
-            raise KnobError(f"--set {given}: {found}")
     where = f"preset {plan.preset!r}"
     for config in plan.configs:
         for key, value in config.server_args.items():
@@ -70,9 +84,7 @@ def check_required(plan: BatchPlan) -> None:
                                   f"server_args.{arg}")
 
 
-def _refusal(
-    table: TypeTable, key: str, value: Any, *, env: dict[str, str], override: bool = False
-) -> str | None:
+def _refusal(table: TypeTable, key: str, value: Any, *, env: dict[str, str]) -> str | None:
     """Why `key: value` is refused, or None (an env variable or a flag the table does not know
     is not its business: preflight refuses unknown flags)."""
     if key in env or key.isupper():
@@ -80,43 +92,27 @@ def _refusal(
     flag_type = table.lookup(key)
     if flag_type is None:
         return None
-    if override and flag_type.kind != "switch" and (value is None or value is False):
-        # `--set seed=null` (or false) would silently drop the flag: a number is needed
-        return flag_type.refusal(key, "" if value is None else value, engine=table.engine)
     return flag_type.refusal(key, value, engine=table.engine)
 
 
 def check_passable(plan: BatchPlan) -> None:
-    """Raise KnobError (a `--set`) or PresetError for a value no process can be given: the
-    operating system refuses a NUL character in an argument or in the environment, and `=` or
-    nothing as an environment variable's name; stored, such a batch would fail on the worker."""
-    for knob, value in plan.overrides.items():
-        if found := _unpassable(knob, value, env=knob.isupper()):
-            raise KnobError(f"--set {knob!r}: {found}")
+    """Raise PresetError for a value of the preset no process can be given
+    (`jobs.core.plans.passable_problem`; a `--set`'s is checked where the plan is resolved):
+    stored, such a batch would fail on the worker."""
     where = f"preset {plan.preset!r}"
     for config in plan.configs:
         what = "baseline" if config.role == "baseline" else f"approach {config.approach!r}"
         for key, value in config.server_args.items():
-            if found := _unpassable(key, value, env=False):
+            if found := passable_problem(key, value, env=False):
                 raise PresetError(f"{where}, {what}: {found}")
         for key, value in config.env.items():
-            if found := _unpassable(key, value, env=True):
+            if found := passable_problem(key, value, env=True):
                 raise PresetError(f"{where}, {what}: {found}")
     if plan.sweep is not None:
         for key, values in plan.sweep.grid.items():
             for value in values:
-                if found := _unpassable(key, value, env=bool(ENV_KNOB.match(key))):
+                if found := passable_problem(key, value, env=bool(ENV_KNOB.match(key))):
                     raise PresetError(f"{where}, sweep {plan.sweep.name!r}: {found}")
     for key, value in plan.bench.items():
-        if found := _unpassable(key, value, env=False):
+        if found := passable_problem(key, value, env=False):
             raise PresetError(f"{where}, bench: {found}")
-
-
-def _unpassable(key: str, value: Any, *, env: bool) -> str | None:
-    """Why `key` and `value` cannot reach a process, or None."""
-    if "\x00" in key or (env and ("=" in key or not key)):
-        return f"{key!r} cannot be {'an environment variable' if env else 'a flag'}'s name"
-    if isinstance(value, str) and "\x00" in value:
-        return (f"the value of {key} holds a NUL character (\\x00), which no process can be "
-                "given")
-    return None

@@ -9,20 +9,12 @@ from typing import Any
 
 import redis
 
-from jobs.batches.dispatch_api import (
-    QueueEntry,
-    Submitted,
-    Subscription,
-    queue_entries,
-    request_cancel,
-)
-from jobs.batches.planning import submit
+from jobs.batches.dispatch_api import Dispatcher, Subscription, request_cancel
 from jobs.broker.celery_app import RUN_BATCH, make_app
 from jobs.broker.sink import StreamSink
 from jobs.broker.streams import StreamSubscription, connect
 from jobs.broker.worker import WORKER_KEY, ping
-from jobs.core.events import make_event
-from jobs.core.plans import BatchPlan
+from jobs.core.events import Event, make_event
 from jobs.errors import BrokerError
 from jobs.store import TERMINAL_STATES, BatchRow, Store
 
@@ -31,7 +23,7 @@ log = logging.getLogger(__name__)
 PING_TIMEOUT_S = 2.0
 
 
-class DistributedDispatcher:
+class DistributedDispatcher(Dispatcher):
     mode = "distributed"
 
     def __init__(self, store: Store, url: str) -> None:
@@ -51,36 +43,25 @@ class DistributedDispatcher:
         """BrokerError, within about 2 s, unless the broker answers."""
         ping(self._client, self.url)
 
-    def submit(
-        self,
-        plan: BatchPlan,
-        *,
-        requested_by: str,
-        channel: str | None = None,
-        idempotency_key: str | None = None,
-    ) -> Submitted:
+    def _before_submit(self) -> None:
         if not self._checked:  # once per dispatcher: a bot submitting all day pings once
             self.check_broker()
             self._checked = True
-        row, created = submit(
-            plan, store=self.store, requested_by=requested_by, channel=channel,
-            idempotency_key=idempotency_key,
-        )
-        live = self.live_workers(row.queue)
-        if not created:
-            return Submitted(row, False, self.position(row), live)
+
+    def _enqueue(self, row: BatchRow) -> int:
         try:
             self._celery().send_task(RUN_BATCH, args=[row.id], queue=row.queue)
         except Exception as exc:  # noqa: BLE001 - kombu raises many kinds; all mean "unreachable"
             self.store.delete_batch(row.id)
             self._checked = False
             raise BrokerError.unreachable(self.url, exc) from None
-        position = self.position(row)
-        self._sink.emit(make_event(
-            "batch.queued", row.id, queue=row.queue, position=position, preset=row.preset,
-            approaches=[c.approach for c in row.plan.configs], live_workers=live,
-        ))
-        return Submitted(row, True, position, live)
+        return self.position(row)
+
+    def _emit(self, event: Event) -> None:
+        self._sink.emit(event)
+
+    def _wake(self, row: BatchRow) -> None:
+        return None  # the task sent by `_enqueue` wakes a worker
 
     def position(self, row: BatchRow) -> int:
         """1 + the unfinished batches ahead of it on its queue (0 once it has ended)."""
@@ -99,9 +80,6 @@ class DistributedDispatcher:
 
     def subscribe(self, *, batch: str | None = None) -> Subscription:
         return StreamSubscription(connect(self.url), batch=batch)
-
-    def queues(self) -> dict[str, list[QueueEntry]]:
-        return queue_entries(self.store, self.store.list_batches(states=("queued", "running")))
 
     def live_workers(self, queue_name: str) -> int | None:
         """Workers whose heartbeat key for this queue is alive; None when Redis is away."""

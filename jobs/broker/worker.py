@@ -54,11 +54,7 @@ SINK_CLOSE_S = 3.0  # how long a stopping worker tries to send the events still 
 
 
 def lease_ttl() -> float:
-    raw = os.environ.get("SPECBENCH_LEASE_TTL", "").strip()
-    try:
-        return max(float(raw), 1.0) if raw else DEFAULT_LEASE_TTL_S
-    except ValueError:
-        return DEFAULT_LEASE_TTL_S
+    return settings.seconds("SPECBENCH_LEASE_TTL", default=DEFAULT_LEASE_TTL_S, least=1.0)
 
 
 def ping(client: redis.Redis, url: str) -> None:

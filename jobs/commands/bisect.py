@@ -54,7 +54,7 @@ def plan(ctx: Context, args: BisectArgs) -> BatchPlan:
     planned = dataclasses.replace(planned, bisect={
         "approach": args.approach, "from": args.good, "to": args.bad, "before": args.before,
         "after": args.after})
-    check_values(planned, sets=args.sets)
+    check_values(planned)
     embedded = ctx.dispatcher.mode == "embedded"
     if embedded or load_stacks() is not None:  # the names, where the host's file is
         found = need_stacks(f"bisect --from {args.good} --to {args.bad}")

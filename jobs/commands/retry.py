@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from jobs.batches.planning import plan_batch
 from jobs.commands.context import Context
 from jobs.commands.run import Started, check_flags_if_here, check_reps, submit
-from jobs.core.plans import BatchPlan, only, parse_sets
+from jobs.core.plans import BatchPlan, Overrides, only
 from jobs.errors import UserError, did_you_mean
 
 
@@ -19,7 +19,7 @@ from jobs.errors import UserError, did_you_mean
 class RetryArgs:
     batch: str
     approaches: Sequence[str]
-    sets: Sequence[str] = ()
+    sets: Overrides = field(default_factory=Overrides)  # read where the surface read them
     reps: int | None = None
     rerun_known: bool = False  # a known dead end among them is started anyway
 
@@ -35,7 +35,7 @@ def retry(ctx: Context, args: RetryArgs, *, idempotency_key: str | None = None) 
     for name in names:
         if name not in known:
             raise UserError(f"batch {row.id} has no approach {name!r}{did_you_mean(name, known)}")
-    overrides = {**old.overrides, **parse_sets(list(args.sets))}
+    overrides = old.overrides.merged(args.sets)
     planned = plan_batch(row.preset, overrides=overrides, reps=args.reps or old.reps,
                          queue=row.queue)
     chosen = with_parents(planned, names)

@@ -7,7 +7,6 @@ a path to a YAML file is the operator's, on the command line (`jobs.core.plans`)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from jobs.batches import runners, stacks
@@ -15,7 +14,9 @@ from jobs.batches.dispatch import Submitted
 from jobs.batches.planning import check_flags, plan_batch
 from jobs.batches.values import check_values
 from jobs.commands.context import Context
-from jobs.core.plans import BatchPlan, find_named_preset, parse_sets
+from jobs.core.plans import BatchPlan, Preset, find_named_preset
+from jobs.core.plans import Overrides as Overrides  # a surface reads `--set` words into these:
+from jobs.core.plans import parse_sets as parse_sets  # with this
 from jobs.errors import UserError
 
 MAX_REPS = 20
@@ -29,14 +30,15 @@ PATH_SURFACES = ("cli",)
 
 @dataclass(frozen=True)
 class RunArgs:
-    preset: str
-    sets: Sequence[str] = ()
+    preset: str  # a name, or (the CLI's) a path
+    sets: Overrides = field(default_factory=Overrides)  # read where the surface read them
     reps: int | None = None
     engine: str | None = None
     queue: str | None = None
     rerun_known: bool = False  # start known dead ends too
     stack: str | None = None  # docs/contracts.md "Stacks": the host's stack to run on
     against: str | None = None  # an upgrade check: every configuration again on this stack
+    read: Preset | None = None  # the preset as the CLI read it first: not read again
 
 
 @dataclass(frozen=True)
@@ -61,14 +63,14 @@ def plan(ctx: Context, args: RunArgs) -> BatchPlan:
     if ctx.caller.surface not in PATH_SURFACES:
         find_named_preset(args.preset)  # a path from chat is refused before anything is read
     planned = plan_batch(
-        args.preset, engine=args.engine, overrides=parse_sets(list(args.sets)), reps=args.reps,
-        queue=args.queue,
+        args.preset if args.read is None else args.read,
+        engine=args.engine, overrides=args.sets, reps=args.reps, queue=args.queue,
     )
     if args.rerun_known:
         planned = dataclasses.replace(planned, rerun_known=True)
     if args.stack is not None or args.against is not None:
         planned = dataclasses.replace(planned, stack=args.stack, against=args.against)
-    check_flags_if_here(ctx, planned, sets=args.sets)
+    check_flags_if_here(ctx, planned)
     return planned
 
 
@@ -85,12 +87,11 @@ def submit(ctx: Context, planned: BatchPlan, *, idempotency_key: str | None = No
     return Started(submitted=submitted, plan=planned, warnings=planned.warnings)
 
 
-def check_flags_if_here(ctx: Context, planned: BatchPlan, *, sets: Sequence[str] = ()) -> None:
+def check_flags_if_here(ctx: Context, planned: BatchPlan) -> None:
     """Every value against the engine's flag types, wherever this runs (the types ship with
     specbench: a bot's host without the engine checks them too); then preflight now when this
-    process runs the batch (embedded), a worker does it otherwise. `sets`: the raw `--set`
-    strings, for the message."""
-    check_values(planned, sets=sets)
+    process runs the batch (embedded), a worker does it otherwise."""
+    check_values(planned)
     embedded = ctx.dispatcher.mode == "embedded"
     stacks.check_names(planned, embedded=embedded)  # docs/contracts.md "Stacks"
     if embedded:

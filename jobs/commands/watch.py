@@ -65,7 +65,8 @@ class WatchShown:
 
 def add(ctx: Context, args: WatchArgs) -> Added:
     schedule = parse_schedule(args.every, args.at)
-    planned = run.plan(ctx, run.RunArgs(preset=args.preset, sets=args.sets, queue=args.queue))
+    planned = run.plan(ctx, run.RunArgs(preset=args.preset, sets=run.parse_sets(args.sets),
+                                        queue=args.queue))
     require_detection(ctx)
     now = settings.watch_clock()
     limit = settings.max_watches()

@@ -50,7 +50,9 @@ class TickAction:
 def watch_plan(ctx: Context, row: WatchRow, *, at: dt.datetime) -> BatchPlan:
     """The watch's batch: its preset planned as `run` would, marked with the watch and dated by
     `at`."""
-    planned = run.plan(ctx, run.RunArgs(preset=row.preset, sets=row.sets, queue=row.queue))
+    # the watch keeps its --set words as given; read here, where they come back from the store
+    planned = run.plan(ctx, run.RunArgs(preset=row.preset, sets=run.parse_sets(row.sets),
+                                        queue=row.queue))
     require_detection(ctx)
     return dataclasses.replace(planned, watch=row.id, watch_at=at.isoformat())
 

@@ -23,9 +23,9 @@ from jobs import settings
 from jobs.errors import PresetError, UserError
 
 _KEYS = frozenset({"name", "title", "called", "module", "version_key", "python_env", "gpu",
-                   "default", "parallel_args", "speculative_args", "metrics", "required_args",
-                   "slo_keys", "evidence", "server_metrics", "bench_prompts", "log_gauges",
-                   "result_keys", "result_key_patterns", "bench_bounds", "extra"})
+                   "default", "parallel_args", "speculative_args", "protected_args", "metrics",
+                   "required_args", "slo_keys", "evidence", "server_metrics", "bench_prompts",
+                   "log_gauges", "result_keys", "result_key_patterns", "bench_bounds", "extra"})
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,8 @@ class EngineInfo:
     default: bool = False
     parallel_args: frozenset[str] = frozenset()
     speculative_args: frozenset[str] = frozenset()
+    # server args that choose the model, a file or the code the server runs: never `--set`
+    protected_args: frozenset[str] = frozenset()
     metrics: tuple[str, ...] = ()
     required_args: tuple[str, ...] = ()  # server args every configuration must set
     slo_keys: tuple[str, ...] = ()  # the benchmark's result keys a preset's `slo` may limit
@@ -107,6 +109,7 @@ def _registered(folder: Path) -> dict[str, EngineInfo]:
             **data,
             "parallel_args": frozenset(data.get("parallel_args") or ()),
             "speculative_args": frozenset(data.get("speculative_args") or ()),
+            "protected_args": frozenset(data.get("protected_args") or ()),
             "metrics": tuple(data.get("metrics") or ()),
             "required_args": tuple(data.get("required_args") or ()),
             "slo_keys": tuple(data.get("slo_keys") or ()),
@@ -142,6 +145,12 @@ def describe(name: str) -> EngineInfo:
     if name not in found:
         raise UserError(f"unknown engine {name!r}; known engines: {', '.join(sorted(found))}")
     return found[name]
+
+
+def engine_title(name: str) -> str | None:
+    """How messages name a registered engine; None for a name no engine has (a probe's)."""
+    info = registered().get(name)
+    return None if info is None else info.title
 
 
 def all_info() -> tuple[EngineInfo, ...]:

@@ -107,22 +107,30 @@ def _note(text: str) -> dict[str, Any]:
     return {"type": "context", "elements": [{"type": "mrkdwn", "text": text}]}
 
 
-def render_report(report: dict[str, Any], fmt: str) -> str:
-    """The batch summary (a queued probe's: `is_probe_report`) in one of `FORMATS`."""
+def render_report(
+    report: dict[str, Any], fmt: str, *, running: dict[str, Any] | None = None,
+) -> str:
+    """The batch summary (a queued probe's: `is_probe_report`) in one of `FORMATS`. `running`:
+    a batch not yet ended, its report built from the records so far (`state`, runs `done` of
+    `planned`): the summary says so and marks its key achievement provisional."""
     if fmt == "json":
         text = json.dumps(report, indent=2, ensure_ascii=False)
         return redaction.redact(text, secrets=_secrets()) + "\n"
     if fmt == "slack":
-        return json.dumps(summary_payload(report), indent=2, ensure_ascii=False) + "\n"
+        payload = summary_payload(report, running=running)
+        return json.dumps(payload, indent=2, ensure_ascii=False) + "\n"
     if is_probe_report(report):
         return render_text("probe_summary", **_probe_context(report))
     if is_bisect_report(report):
         return render_text("bisect_summary", report=report, b=report["bisect"])
     names = [report["baseline"]["approach"], *(r["approach"] for r in report["results"])]
-    return render_text("batch_summary", report=report, width=name_width(names), cut_rows=0)
+    return render_text("batch_summary", report=report, width=name_width(names), cut_rows=0,
+                       running=running)
 
 
-def summary_payload(report: dict[str, Any]) -> dict[str, Any]:
+def summary_payload(
+    report: dict[str, Any], *, running: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     if is_probe_report(report):
         context = _probe_context(report)
         text = render_text("probe_summary", **context)
@@ -134,7 +142,8 @@ def summary_payload(report: dict[str, Any]) -> dict[str, Any]:
                              headline=text.split("\n", 1)[0])
     headline = environment().get_template("_macros.j2").module.headline(report)  # type: ignore[attr-defined]
     return render_blocks(
-        "batch_summary", fallback=str(headline), report=report, table_rows=MAX_TABLE_ROWS - 1
+        "batch_summary", fallback=str(headline), report=report, table_rows=MAX_TABLE_ROWS - 1,
+        running=running,
     )
 
 

@@ -19,8 +19,6 @@ from jobs.core.plans import BatchPlan, RunConfig
 from jobs.engines.flags import to_flag
 from jobs.engines.probe import LaunchHelp
 
-PROG = "launch_server.py"  # argparse's prog when a help shows no usage line
-
 
 class FlagTable(Protocol):
     """An engine's knowledge of its flags across releases (renamed, bounded)."""
@@ -34,7 +32,7 @@ def unknown_flags_reason(
     server_args: Mapping[str, Any],
     known: Iterable[str],
     *,
-    prog: str = PROG,
+    prog: str,
     version: str | None = None,
     table: FlagTable | None = None,
 ) -> str | None:
@@ -61,7 +59,7 @@ def invalid_choice_reason(
     server_args: Mapping[str, Any],
     choices: Mapping[str, Iterable[str]],
     *,
-    prog: str = PROG,
+    prog: str,
     version: str | None = None,
     table: FlagTable | None = None,
 ) -> str | None:
@@ -92,45 +90,40 @@ def _suggest(flag: str, candidates: list[str]) -> str | None:
 
 def check_plan(
     plan: BatchPlan,
-    known: Iterable[str] | LaunchHelp,
+    known: LaunchHelp,
     *,
     table: FlagTable | None = None,
     abbreviations: bool = False,
 ) -> dict[str, str]:
-    """Approach name -> argparse-style reason, for every configuration the release refuses.
+    """Approach name -> argparse-style reason (in the release's prog), for every configuration
+    the release refuses.
 
-    With a LaunchHelp (and a table) each configuration is spelled for that release first, and
-    values are checked against the choices too. `abbreviations`: the release's parser takes an
-    unambiguous prefix of a flag for the flag (argparse's allow_abbrev), so this check does too,
-    and refuses an ambiguous one as argparse does (a prefix of several flags).
+    With a table each configuration is spelled for that release first; values are checked
+    against the choices too. `abbreviations`: the release's parser takes an unambiguous prefix
+    of a flag for the flag (argparse's allow_abbrev), so this check does too, and refuses an
+    ambiguous one as argparse does (a prefix of several flags).
     """
-    if isinstance(known, LaunchHelp):
-        help_: LaunchHelp | None = known
-        flags = known.flags
-    else:
-        help_, flags = None, frozenset(known)
+    flags = known.flags
+    said: dict[str, Any] = {"prog": known.prog, "version": known.version, "table": table}
     out: dict[str, str] = {}
     for config in plan.configs:
         args = config.server_args
-        kwargs: dict[str, Any] = {}
-        if help_ is not None:
-            if table is not None:
-                args = table.respell(config, help_.version).server_args
-            kwargs = {"prog": help_.prog, "version": help_.version, "table": table}
+        if table is not None:
+            args = table.respell(config, known.version).server_args
         reason = None
         if abbreviations:
-            reason = ambiguous_reason(args, flags, prog=kwargs.get("prog", PROG))
+            reason = ambiguous_reason(args, flags, prog=known.prog)
             args = {_expanded(k, flags): v for k, v in args.items()}
-        reason = reason or unknown_flags_reason(args, flags, **kwargs)
-        if reason is None and help_ is not None:
-            reason = invalid_choice_reason(args, help_.choices, **kwargs)
+        reason = reason or unknown_flags_reason(args, flags, **said)
+        if reason is None:
+            reason = invalid_choice_reason(args, known.choices, **said)
         if reason is not None:
             out[config.approach] = reason
     return out
 
 
 def ambiguous_reason(server_args: Mapping[str, Any], known: Iterable[str], *,
-                     prog: str = PROG) -> str | None:
+                     prog: str) -> str | None:
     """Argparse's refusal of the first flag that abbreviates several (allow_abbrev), or None.
 
     Argparse lists the matches in the order the parser added them; the help loses that order

@@ -71,8 +71,8 @@ class LaunchHelp:
 
     version: str
     flags: frozenset[str]
+    prog: str  # argparse's, as its refusals start (the engine's Probe says it without a usage line)
     choices: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    prog: str = "launch_server.py"
 
 
 _versions: dict[tuple[str, ...], tuple[str, tuple[int, int, int], str]] = {}

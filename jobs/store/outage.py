@@ -17,13 +17,14 @@ outage starts, one line when the store answers again (`Outage`). Two callers:
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from typing import TypeVar
 
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from jobs import settings
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -62,11 +63,7 @@ def next_pause(pause: float) -> float:
 
 def patience_s() -> float:
     """How long a batch's store call waits for the database (SPECBENCH_DB_PATIENCE_S)."""
-    raw = os.environ.get("SPECBENCH_DB_PATIENCE_S", "").strip()
-    try:
-        return max(float(raw), 0.0) if raw else DEFAULT_PATIENCE_S
-    except ValueError:
-        return DEFAULT_PATIENCE_S
+    return settings.seconds("SPECBENCH_DB_PATIENCE_S", default=DEFAULT_PATIENCE_S, least=0.0)
 
 
 class Outage:

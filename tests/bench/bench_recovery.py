@@ -25,26 +25,18 @@ from typing import Any
 
 import redis
 
+from tests.builders import standin_preset
+
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = REPO / "tests" / "standin"
-PRESET = """\
-name: crashy
-description: a stand-in batch the bench kills its worker under
-engine: sglang
-queue: recovery
-metric: output_throughput
-reps: 3
-timeouts: {startup_s: 60, bench_s: 20}
-bench: {dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}
-baseline:
-  server_args: {model-path: /models/tiny-llama, tp-size: 1}
-  env: {STANDIN_STARTUP_S: "0.2"}
-approaches:
-  - name: second
-    hypothesis: the configuration the crash interrupts
-    env: {STANDIN_THROUGHPUT: "90"}
-"""
+PRESET = standin_preset(
+    "crashy", description="a stand-in batch the bench kills its worker under", queue="recovery",
+    reps=3, min_effect_pct=None, overridable=None,
+    server_args={"mem-fraction-static": None, "cuda-graph-max-bs": None},
+    env={"STANDIN_STARTUP_S": "0.2"},
+    approaches=[{"name": "second", "hypothesis": "the configuration the crash interrupts",
+                 "env": {"STANDIN_THROUGHPUT": "90"}}],
+)
 
 
 def _free_db() -> tuple[redis.Redis, int]:

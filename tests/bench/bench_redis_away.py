@@ -27,33 +27,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.builders import standin_preset
+
 REPO = Path(__file__).resolve().parents[2]
 STANDIN = REPO / "tests" / "standin"
 ROUNDS = 3
-PRESET = """\
-name: pace
-description: configurations alike in cost, timed with and without Redis
-engine: sglang
-queue: paceq
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 3
-timeouts: {startup_s: 60, bench_s: 20}
-bench: {dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}
-overridable: []
-baseline:
-  server_args: {model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}
-  env: {STANDIN_STARTUP_S: "0.5"}
-approaches:
-  - name: second
-    hypothesis: alike
-    env: {STANDIN_THROUGHPUT: "90"}
-  - name: third
-    hypothesis: alike
-    env: {STANDIN_THROUGHPUT: "80"}
-"""
+PRESET = standin_preset(
+    "pace", description="configurations alike in cost, timed with and without Redis",
+    queue="paceq", reps=3, env={"STANDIN_STARTUP_S": "0.5"},
+    approaches=[{"name": "second", "hypothesis": "alike", "env": {"STANDIN_THROUGHPUT": "90"}},
+                {"name": "third", "hypothesis": "alike", "env": {"STANDIN_THROUGHPUT": "80"}}],
+)
 
 
 def run() -> dict[str, str]:

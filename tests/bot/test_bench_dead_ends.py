@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from tests.builders import standin_preset
 from tests.conftest import REPO
 from tests.standin.harness import Standin, make_standin
 
@@ -41,31 +42,22 @@ approaches:
     server_args: {{draft-layers: 1, draft-vocab-size: 2048}}
 """
 
-SGLANG = """\
-name: {name}
-description: one change on the stand-in SGLang
-engine: sglang
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 1
-warmup: false
-timeouts: {{startup_s: 60, bench_s: 30}}
-bench: {bench}
-baseline:
-  server_args: {{model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}}
-  env: {{STANDIN_STARTUP_S: "0.1", STANDIN_TAG: "{tag}", STANDIN_INFO_FILE: "{info}"}}
-approaches:
-  - name: chunked
-    hypothesis: smaller prefill chunks
-    server_args: {{chunked-prefill-size: 4096}}
-"""
+
+def sglang(name: str, *, bench: dict[str, Any], tag: str, info: Path) -> str:
+    """One change on the stand-in SGLang, its bench settings `bench` (over the tiny bench's)."""
+    return standin_preset(
+        name, description="one change on the stand-in SGLang", bench_s=30, warmup=False,
+        bench=bench, overridable=None,
+        env={"STANDIN_STARTUP_S": "0.1", "STANDIN_TAG": tag, "STANDIN_INFO_FILE": str(info)},
+        approaches=[{"name": "chunked", "hypothesis": "smaller prefill chunks",
+                     "server_args": {"chunked-prefill-size": 4096}}],
+    )
+
+
 # `random` reads ShareGPT, which a host without internet cannot download (the release's own
 # failure, bench-dataset-offline: bad-config); `random-ids` needs nothing.
-OFFLINE = ("{dataset-name: random, random-input-len: 8, random-output-len: 4, "
-           "random-range-ratio: 1.0, num-prompts: 2}")
-IDS = ("{dataset-name: random-ids, random-input-len: 8, random-output-len: 4, "
-       "random-range-ratio: 1.0, num-prompts: 2}")
+OFFLINE = {"dataset-name": "random", "max-concurrency": None}
+IDS = {"max-concurrency": None}
 
 
 def specbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -143,10 +135,9 @@ def test_a_bench_that_fails_on_a_live_server_is_known_only_with_its_settings(
     """bench_serving fails on a server that came up: the same preset again knows it (and says
     that a change of its bench settings re-opens it); with `random-ids` the same configurations
     run."""
-    def preset(name: str, bench: str) -> Path:
+    def preset(name: str, bench: dict[str, Any]) -> Path:
         path = tmp_path / f"{name}.yaml"
-        path.write_text(SGLANG.format(name=name, bench=bench, tag=standin.tag,
-                                      info=standin.info_file))
+        path.write_text(sglang(name, bench=bench, tag=standin.tag, info=standin.info_file))
         return path
 
     offline = preset("offline", OFFLINE)

@@ -169,3 +169,41 @@ def test_a_bench_value_of_the_wrong_type_is_bad_input(
     text = PRESET.format(name="bench", engine=engine, baseline="{seed: 0}", approach="{}")
     path.write_text(text.replace("{num-prompts: 1, input-len: 8, output-len: 8}", bench))
     refused(cli(tmp_path, "run", str(path)), tmp_path, needle)
+
+
+# ------------------------------------------------------------------ one path for a value
+
+
+def test_run_reads_its_preset_file_once_with_one_yaml_parse(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The file is read once and parsed once (its node tree kept for line numbers); the
+    `--set` is read once where the CLI reads it, and its message quotes it as given."""
+    import yaml
+
+    from bot.cli.main import main
+
+    path = tmp_path / "once.yaml"
+    path.write_text(PRESET.format(name="once", engine="local", baseline="{seed: 0}",
+                                  approach="{prompt-lookup-num-tokens: 4}")
+                    + "overridable: [threads]\n")
+    opened: list[Path] = []
+    parses: list[str] = []
+    real_open, real_parse = Path.open, yaml.composer.Composer.get_single_node
+
+    def counted_open(self: Path, *args: object, **kwargs: object) -> object:
+        if self == path:
+            opened.append(self)
+        return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    def counted_parse(self: yaml.composer.Composer) -> object:
+        if "A preset with one value" in getattr(self, "buffer", ""):
+            parses.append("preset")
+        return real_parse(self)
+
+    monkeypatch.setattr(Path, "open", counted_open)
+    monkeypatch.setattr(yaml.composer.Composer, "get_single_node", counted_parse)
+    assert main(["run", str(path), "--set", "threads=0x1z"]) == 2
+    err = capsys.readouterr().err
+    assert "--set threads=0x1z: threads takes an integer of 1 or more" in err, err
+    assert (len(opened), len(parses)) == (1, 1)

@@ -26,6 +26,7 @@ from tests.bot.conftest import summaries
 from tests.bot.conftest import thread_of as thread_calls
 from tests.bot.test_db_hang import start_worker_and_bot
 from tests.bot.test_distributed_bot import Bot
+from tests.builders import standin_preset
 from tests.jobs.test_distributed import REPO, Site, Worker, redis_db, wait_until
 from tests.standin.harness import STANDIN
 from tests.standin.postgres import fresh_database
@@ -36,27 +37,13 @@ pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
 RETRIED_S = 1.0  # the cut lasts this long past the thread's first failed call: two tries fail
 POST_LIMIT_S = 15.0  # from the restore to the summary
-PRESET = """\
-name: standin-blip
-description: a stand-in batch that ends while the bot cannot reach its database
-engine: sglang
-queue: blipq
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 1
-timeouts: {startup_s: 60, bench_s: 20}
-bench: {dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}
-overridable: []
-baseline:
-  server_args: {model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}
-  env: {STANDIN_STARTUP_S: "0.2"}
-approaches:
-  - name: during-the-cut
-    hypothesis: runs while the bot's database is away
-    env: {STANDIN_THROUGHPUT: "90", STANDIN_STARTUP_S: "1"}
-"""
+PRESET = standin_preset(
+    "standin-blip",
+    description="a stand-in batch that ends while the bot cannot reach its database",
+    queue="blipq", env={"STANDIN_STARTUP_S": "0.2"},
+    approaches=[{"name": "during-the-cut", "hypothesis": "runs while the bot's database is away",
+                 "env": {"STANDIN_THROUGHPUT": "90", "STANDIN_STARTUP_S": "1"}}],
+)
 
 
 @dataclass

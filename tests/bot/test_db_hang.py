@@ -32,6 +32,7 @@ from jobs.store import BatchRow, Store
 from jobs.store.connections import GRACE_S
 from tests.bot.conftest import sign, summaries
 from tests.bot.test_distributed_bot import Bot
+from tests.builders import standin_preset
 from tests.jobs.test_distributed import Site, Worker, make_site, redis_db, wait_until
 from tests.standin.postgres import fresh_database
 from tests.standin.slack_api import SlackStandin
@@ -47,27 +48,14 @@ HELPS = 15  # sent while each outage lasts, at least
 HANG_S = float(TIMEOUTS["SPECBENCH_DB_STATEMENT_TIMEOUT_S"]) + GRACE_S
 UNREACHABLE = "the store is unreachable"  # jobs.store.outage: a call met an outage
 ANSWERED = "the store answered again"  # ... and the store answered once it was over
-PRESET = """\
-name: standin-hang
-description: a stand-in batch that runs while its database hangs, then refuses
-engine: sglang
-queue: hangq
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 1
-timeouts: {startup_s: 60, bench_s: 20}
-bench: {dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}
-overridable: []
-baseline:
-  server_args: {model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}
-  env: {STANDIN_STARTUP_S: "0.2"}
-approaches:
-""" + "".join(f"""  - name: step-{i}
-    hypothesis: ends while the database may be away
-    env: {{STANDIN_THROUGHPUT: "{90 + i}", STANDIN_STARTUP_S: "3"}}
-""" for i in range(1, APPROACHES + 1))
+PRESET = standin_preset(
+    "standin-hang",
+    description="a stand-in batch that runs while its database hangs, then refuses",
+    queue="hangq", env={"STANDIN_STARTUP_S": "0.2"},
+    approaches=[{"name": f"step-{i}", "hypothesis": "ends while the database may be away",
+                 "env": {"STANDIN_THROUGHPUT": f"{90 + i}", "STANDIN_STARTUP_S": "3"}}
+                for i in range(1, APPROACHES + 1)],
+)
 
 
 @dataclass

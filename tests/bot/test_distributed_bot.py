@@ -24,35 +24,22 @@ import pytest
 from jobs.store import Store
 from tests.bot.conftest import BOT_TOKEN, PLANTED, SIGNING_SECRET, free_port, sign, summaries
 from tests.bot.conftest import thread_of as thread_calls
+from tests.builders import standin_preset
 from tests.jobs.test_distributed import REPO, Site, Worker, make_site, redis_db, wait_until
 from tests.standin.slack_api import SlackStandin
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-PRESET = """\
-name: standin-bot
-description: a stand-in batch long enough to lose its bot halfway
-engine: sglang
-queue: botq
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 1
-timeouts: {startup_s: 60, bench_s: 20}
-bench: {dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}
-overridable: []
-baseline:
-  server_args: {model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}
-  env: {STANDIN_STARTUP_S: "0.2", MY_API_KEY: "${MY_API_KEY}"}
-approaches:
-  - name: slow-start
-    hypothesis: the configuration during which the bot dies
-    env: {STANDIN_THROUGHPUT: "90", STANDIN_STARTUP_S: "4"}
-  - name: after
-    hypothesis: runs while no bot is up
-    env: {STANDIN_THROUGHPUT: "70"}
-"""
+PRESET = standin_preset(
+    "standin-bot", description="a stand-in batch long enough to lose its bot halfway",
+    queue="botq", env={"STANDIN_STARTUP_S": "0.2", "MY_API_KEY": "${MY_API_KEY}"},
+    approaches=[
+        {"name": "slow-start", "hypothesis": "the configuration during which the bot dies",
+         "env": {"STANDIN_THROUGHPUT": "90", "STANDIN_STARTUP_S": "4"}},
+        {"name": "after", "hypothesis": "runs while no bot is up",
+         "env": {"STANDIN_THROUGHPUT": "70"}},
+    ],
+)
 
 
 @pytest.fixture

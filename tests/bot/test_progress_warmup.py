@@ -15,7 +15,7 @@ from jobs.batches.planning import plan_batch
 from jobs.core.events import Event, make_event
 from jobs.core.progress import outcome_text, phase_text
 from jobs.store import Store
-from tests.jobs.test_distributed import PRESET
+from tests.jobs.test_distributed import pipeline_preset
 from tests.jobs.test_embedded import ended, until
 from tests.standin.harness import Standin, make_standin
 
@@ -61,7 +61,7 @@ def test_the_chat_row_keeps_the_warm_up_and_the_values_so_far() -> None:
 def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config_copy: Path) -> Standin:
     setup = make_standin(tmp_path, monkeypatch)
     (config_copy / "presets" / "standin.yaml").write_text(
-        PRESET.format(name="standin", reps=2, tag=setup.tag, second_startup="0.2"))
+        pipeline_preset("standin", reps=2, tag=setup.tag, second_startup="0.2"))
     return setup
 
 

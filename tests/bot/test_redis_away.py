@@ -30,61 +30,33 @@ from jobs.broker.streams import STREAM
 from jobs.core.records import RunRecord
 from jobs.store import TERMINAL_STATES, Store
 from tests.bot.test_distributed_bot import Bot
+from tests.builders import standin_preset
 from tests.jobs.test_distributed import REPO, Site, Worker, make_site, wait_until
 from tests.standin.redis_server import RedisServer
 from tests.standin.slack_api import SlackStandin
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-PRESET = """\
-name: standin-away
-description: a stand-in batch that ends after its Redis went away
-engine: sglang
-queue: awayq
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 1
-timeouts: {startup_s: 60, bench_s: 20}
-bench: {dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}
-overridable: []
-baseline:
-  server_args: {model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}
-  env: {STANDIN_STARTUP_S: "0.2"}
-approaches:
-  - name: after-redis
-    hypothesis: runs once Redis is gone
-    env: {STANDIN_THROUGHPUT: "90", STANDIN_STARTUP_S: "1"}
-"""
+PRESET = standin_preset(
+    "standin-away", description="a stand-in batch that ends after its Redis went away",
+    queue="awayq", env={"STANDIN_STARTUP_S": "0.2"},
+    approaches=[{"name": "after-redis", "hypothesis": "runs once Redis is gone",
+                 "env": {"STANDIN_THROUGHPUT": "90", "STANDIN_STARTUP_S": "1"}}],
+)
 
 # Three configurations alike in what they cost: the baseline runs with Redis, the other two
 # without it, and each emits a phase per step (launching, ready, warm-up, 3 repetitions,
 # stopping), which used to cost 3 s each while Redis was away.
-PACE = """\
-name: standin-pace
-description: configurations alike in cost, to time with and without Redis
-engine: sglang
-queue: paceq
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 3
-timeouts: {startup_s: 60, bench_s: 20}
-bench: {dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}
-overridable: []
-baseline:
-  server_args: {model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}
-  env: {STANDIN_STARTUP_S: "0.5"}
-approaches:
-  - name: away-1
-    hypothesis: runs while Redis is away
-    env: {STANDIN_THROUGHPUT: "90"}
-  - name: away-2
-    hypothesis: runs while Redis is away too
-    env: {STANDIN_THROUGHPUT: "80"}
-"""
+PACE = standin_preset(
+    "standin-pace", description="configurations alike in cost, to time with and without Redis",
+    queue="paceq", reps=3, env={"STANDIN_STARTUP_S": "0.5"},
+    approaches=[
+        {"name": "away-1", "hypothesis": "runs while Redis is away",
+         "env": {"STANDIN_THROUGHPUT": "90"}},
+        {"name": "away-2", "hypothesis": "runs while Redis is away too",
+         "env": {"STANDIN_THROUGHPUT": "80"}},
+    ],
+)
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ from jobs.core.messages import render_text
 from jobs.core.plans import load_preset, resolve
 from jobs.store import Store
 from tests.bot.test_cli import specbench
+from tests.builders import standin_preset
 from tests.conftest import REPO, make_record
 from tests.standin.harness import make_standin
 
@@ -175,26 +176,14 @@ def test_a_change_of_one_approach_stays_on_its_own_line() -> None:
 # --------------------------------------------------------------------------- counts
 
 
-STANDIN = """\
-name: standin
-description: a stand-in batch with a long approach name
-engine: sglang
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 1
-timeouts: {{startup_s: 60, bench_s: 20}}
-bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}}
-overridable: []
-baseline:
-  server_args: {{model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}}
-  env: {{STANDIN_STARTUP_S: "0.1", STANDIN_TAG: "{tag}"}}
-approaches:
-  - name: {name}
-    hypothesis: a faster stand-in
-    env: {{STANDIN_THROUGHPUT: "90"}}
-"""
+def standin(name: str, *, tag: str) -> str:
+    """A stand-in batch whose one approach is `name`."""
+    return standin_preset(
+        "standin", description="a stand-in batch with a long approach name",
+        env={"STANDIN_STARTUP_S": "0.1", "STANDIN_TAG": tag},
+        approaches=[{"name": name, "hypothesis": "a faster stand-in",
+                     "env": {"STANDIN_THROUGHPUT": "90"}}],
+    )
 
 
 @pytest.mark.timeout(90)
@@ -203,7 +192,7 @@ def test_a_real_run_of_one_rep_says_1_rep_and_keeps_its_table_aligned(
 ) -> None:
     setup = make_standin(tmp_path, monkeypatch)
     (config_copy / "presets" / "standin.yaml").write_text(
-        STANDIN.format(tag=setup.tag, name=SIXTY), encoding="utf-8")
+        standin(SIXTY, tag=setup.tag), encoding="utf-8")
     listed = specbench("presets")
     assert listed.returncode == 0, listed.stderr
     assert "min effect 2.0%, 1 rep; overridable" in listed.stdout

@@ -23,32 +23,18 @@ from jobs.store import Store
 from tests.bot.conftest import summaries
 from tests.bot.conftest import thread_of as thread_calls
 from tests.bot.test_distributed_bot import Bot
+from tests.builders import standin_preset
 from tests.jobs.test_distributed import Site, Worker, make_site, redis_db, wait_until
 from tests.standin.slack_api import Call, SlackStandin, shipped_scopes
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-PRESET = """\
-name: standin-once
-description: a short stand-in batch whose thread ends on a bad day
-engine: sglang
-queue: onceq
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 1
-timeouts: {startup_s: 60, bench_s: 20}
-bench: {dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}
-overridable: []
-baseline:
-  server_args: {model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}
-  env: {STANDIN_STARTUP_S: "0.2"}
-approaches:
-  - name: faster
-    hypothesis: a faster configuration
-    env: {STANDIN_THROUGHPUT: "90", STANDIN_STARTUP_S: "0.2"}
-"""
+PRESET = standin_preset(
+    "standin-once", description="a short stand-in batch whose thread ends on a bad day",
+    queue="onceq", env={"STANDIN_STARTUP_S": "0.2"},
+    approaches=[{"name": "faster", "hypothesis": "a faster configuration",
+                 "env": {"STANDIN_THROUGHPUT": "90", "STANDIN_STARTUP_S": "0.2"}}],
+)
 COMPLETE = "files.completeUploadExternal"
 FINISH_S = 25.0  # under the 30 s a claim takes to lapse: a dead holder's is taken at once
 

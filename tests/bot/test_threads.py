@@ -16,6 +16,7 @@ from jobs.batches.planning import plan_batch
 from jobs.charts.summary import to_chart_png
 from jobs.core.advice import analyze, load_remedies
 from jobs.core.events import make_event
+from jobs.core.plans import BatchPlan
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
 from jobs.store import Store
@@ -131,6 +132,39 @@ def test_a_finished_batch_posts_summary_uploads_and_headline_once(
     everything = repr(poster.calls) + "".join(
         f.content.decode(errors="replace") for f in files)
     assert PLANTED not in everything
+
+
+class RefusingEngine(FakeEngine):
+    """The host's engine refuses the baseline's flags when the batch starts."""
+
+    def preflight(self, plan: BatchPlan) -> dict[str, str]:
+        return {"baseline": "main.py: error: unrecognized arguments: --no-such-flag"}
+
+
+@pytest.mark.parametrize(("preset", "named"), [("eagle3-vllm", "this vLLM"),
+                                               ("demo", "this local engine")])
+def test_a_batch_its_host_refuses_says_so_naming_its_engine(
+    slack_env: None, preset: str, named: str,
+) -> None:
+    dispatcher = EmbeddedDispatcher(Store(), engine_factory=lambda name: RefusingEngine())
+    poster = MemoryPoster()
+
+    async def scenario() -> None:
+        hub = ThreadHub(dispatcher, poster, interval=0.1)
+        hub.start()
+        submitted = dispatcher.submit(plan_batch(preset), requested_by="U_ALICE",
+                                      channel="C_LAB")
+        await asyncio.wait_for(hub.open(submitted, channel="C_LAB"), 10)
+        await hub.close()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        dispatcher.close()
+    ending = poster.of("post")[-1]["message"].text
+    assert "refused by the worker's preflight" in ending and "--no-such-flag" in ending
+    assert f"`--set` a value {named} accepts" in ending, ending
+    assert "SGLang" not in ending
 
 
 def test_catch_up_resumes_from_the_store(dispatcher: EmbeddedDispatcher) -> None:

@@ -14,38 +14,30 @@ import dataclasses
 import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from jobs.store import Store
 from tests.bot.conftest import summaries
 from tests.bot.test_distributed_bot import Bot
+from tests.builders import standin_preset
 from tests.jobs.test_distributed import REPO, Site, Worker, cli, make_site, redis_db, wait_until
 from tests.standin.slack_api import SlackStandin
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-PRESET = """\
-name: {name}
-description: a stand-in batch whose flags only the worker can check
-engine: sglang
-queue: preq
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 1
-timeouts: {{startup_s: 60, bench_s: 20}}
-bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}}
-overridable: [mem-fraction-static]
-baseline:
-  server_args: {{model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8{extra}}}
-  env: {{STANDIN_STARTUP_S: "0.2", STANDIN_INFO_FILE: "{info}"}}
-approaches:
-  - name: faster
-    hypothesis: the stand-in's throughput knob
-    env: {{STANDIN_THROUGHPUT: "120"}}
-"""
+
+def preset(name: str, *, info: Path, server_args: dict[str, Any] | None = None) -> str:
+    return standin_preset(
+        name, description="a stand-in batch whose flags only the worker can check",
+        queue="preq", overridable=["mem-fraction-static"], server_args=server_args,
+        env={"STANDIN_STARTUP_S": "0.2", "STANDIN_INFO_FILE": str(info)},
+        approaches=[{"name": "faster", "hypothesis": "the stand-in's throughput knob",
+                     "env": {"STANDIN_THROUGHPUT": "120"}}],
+    )
+
+
 # In no release (0.5.2 .. 0.5.23): the issue's own example of a flag the preflight refuses.
 NO_SUCH_FLAG = "enable-custom-allreduce-pcie"
 
@@ -53,9 +45,9 @@ NO_SUCH_FLAG = "enable-custom-allreduce-pcie"
 @pytest.fixture
 def site(tmp_path: Path) -> Iterator[Site]:
     info = tmp_path / "standin-info.jsonl"
-    presets = {name: PRESET.format(name=name, extra=extra, info=info)
-               for name, extra in (("standin-pre", ""),
-                                   ("standin-refused", f", {NO_SUCH_FLAG}: true"))}
+    presets = {"standin-pre": preset("standin-pre", info=info),
+               "standin-refused": preset("standin-refused", info=info,
+                                         server_args={NO_SUCH_FLAG: True})}
     gen = redis_db()
     yield make_site(tmp_path, next(gen), presets)
     next(gen, None)

@@ -22,6 +22,7 @@ import pytest
 
 from jobs.core.plans import parse_preset
 from jobs.core.sweeps import sweep_problems
+from tests.builders import standin_preset
 from tests.standin.harness import Standin, make_standin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -132,31 +133,18 @@ def test_the_limit_is_the_environment_s_and_a_grid_at_the_limit_passes(tmp_path:
     assert sweep_problems(preset.sweep, [], max_points=39)[0][0] == ("sweep", "grid")
 
 
-SWEEP_4096 = """\
-name: wide
-description: a 4,096-point adaptive sweep on the stand-in, two servers of budget
-engine: sglang
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 1
-warmup: false
-timeouts: {{startup_s: 60, bench_s: 20}}
-bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}}
-baseline:
-  server_args: {{model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}}
-  env: {{STANDIN_STARTUP_S: "0.2", STANDIN_TAG: "{tag}", STANDIN_THROUGHPUT: "80"}}
-sweep:
-  name: wide
-  grid:
-    STANDIN_THROUGHPUT: {throughputs}
-    WIDE_A: {sixteen}
-    WIDE_B: {sixteen}
-  search: adaptive
-  budget: 2
-  confirm_reps: 2
-"""
+def sweep_4096(*, tag: str) -> str:
+    """A 4,096-point adaptive sweep on the stand-in, two servers of budget: every point beats
+    the baseline's 80 tok/s, so the winner always goes to its confirmation."""
+    return standin_preset(
+        "wide",
+        description="a 4,096-point adaptive sweep on the stand-in, two servers of budget",
+        warmup=False, overridable=None, approaches=None,
+        env={"STANDIN_STARTUP_S": "0.2", "STANDIN_TAG": tag, "STANDIN_THROUGHPUT": "80"},
+        sweep={"name": "wide", "grid": {"STANDIN_THROUGHPUT": list(range(90, 170, 5)),
+                                        "WIDE_A": list(range(16)), "WIDE_B": list(range(16))},
+               "search": "adaptive", "budget": 2, "confirm_reps": 2},
+    )
 
 
 @pytest.fixture
@@ -173,9 +161,7 @@ def test_a_4096_point_adaptive_sweep_with_budget_2_starts_at_once_and_completes(
 ) -> None:
     pytest.importorskip("optuna")
     path = tmp_path / "wide.yaml"
-    # Every point beats the baseline's 80 tok/s: the winner always goes to its confirmation.
-    path.write_text(SWEEP_4096.format(tag=standin.tag, throughputs=list(range(90, 170, 5)),
-                                      sixteen=list(range(16))))
+    path.write_text(sweep_4096(tag=standin.tag))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((os.environ["PYTHONPATH"], str(REPO)))}
     env.pop("SPECBENCH_BROKER_URL", None)
     begun = time.time()

@@ -12,7 +12,6 @@ import pytest
 from jobs.batches.planning import plan_batch
 from jobs.store import Store
 from tests.jobs.test_distributed import (
-    PRESET,
     TAG,
     Site,
     Worker,
@@ -22,21 +21,18 @@ from tests.jobs.test_distributed import (
     is_phase,
     leftovers,
     make_site,
+    pipeline_preset,
     redis_db,
 )
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-CHILDREN = PRESET.replace(
-    'env: {{STANDIN_THROUGHPUT: "90", STANDIN_STARTUP_S: "{second_startup}"}}',
-    'env: {{STANDIN_THROUGHPUT: "90", STANDIN_MODE: children}}',
-)
-
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     gen = redis_db()
-    preset = CHILDREN.format(name="standin-children", reps=3, tag=TAG, second_startup="0.2")
+    preset = pipeline_preset("standin-children", reps=3, tag=TAG,
+                             second={"STANDIN_THROUGHPUT": "90", "STANDIN_MODE": "children"})
     assert "STANDIN_MODE: children" in preset
     yield make_site(tmp_path_factory.mktemp("dead-cancel"), next(gen),
                     {"standin-children": preset}, ttl=30)

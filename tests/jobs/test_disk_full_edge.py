@@ -21,27 +21,17 @@ from bot.cli.main import main
 from jobs.batches import disk_space
 from jobs.engines import procs
 from jobs.store import Store
+from tests.builders import standin_preset
 from tests.standin.harness import Standin, make_standin
 
-PRESET = """\
-name: edge
-description: a stand-in batch whose data dir fills up
-engine: sglang
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 1
-timeouts: {{startup_s: 60, bench_s: 30}}
-bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}}
-baseline:
-  server_args: {{model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}}
-  env: {{STANDIN_STARTUP_S: "0.2", STANDIN_TAG: "{tag}"}}
-approaches:
-  - name: faster
-    hypothesis: a faster configuration
-    env: {{STANDIN_THROUGHPUT: "90", STANDIN_TAG: "{tag}"}}
-"""
+
+def edge_preset(*, tag: str) -> str:
+    return standin_preset(
+        "edge", description="a stand-in batch whose data dir fills up", bench_s=30,
+        overridable=None, env={"STANDIN_STARTUP_S": "0.2", "STANDIN_TAG": tag},
+        approaches=[{"name": "faster", "hypothesis": "a faster configuration",
+                     "env": {"STANDIN_THROUGHPUT": "90", "STANDIN_TAG": tag}}],
+    )
 
 
 class FullDisk:
@@ -98,7 +88,7 @@ def test_a_full_data_dir_pauses_the_run_and_runs_the_configuration_again(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     preset = tmp_path / "edge.yaml"
-    preset.write_text(PRESET.format(tag=standin.tag))
+    preset.write_text(edge_preset(tag=standin.tag))
     data = Path(os.environ["SPECBENCH_DATA_DIR"])
     disk = FullDisk(data)
     monkeypatch.setattr(procs, "open", disk.open, raising=False)  # the logs' writes

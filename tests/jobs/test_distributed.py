@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,6 +28,7 @@ from jobs.broker.dispatcher import DistributedDispatcher
 from jobs.core.events import Event
 from jobs.engines.procs import free_port
 from jobs.store import Store
+from tests.builders import killed_worker, standin_preset
 from tests.standin.harness import STANDIN, Standin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -37,30 +38,22 @@ TAG = secrets.token_hex(8)
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-PRESET = """\
-name: {name}
-description: a stand-in batch for the pipeline tests
-engine: sglang
-queue: default
-metric: output_throughput
-min_effect_pct: 2.0
-reps: {reps}
-timeouts: {{startup_s: 60, bench_s: 20}}
-bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}}
-overridable: []
-baseline:
-  server_args: {{model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}}
-  env: {{STANDIN_STARTUP_S: "0.2", STANDIN_TAG: "{tag}"}}
-approaches:
-  - name: second
-    hypothesis: the configuration a test interrupts
-    env: {{STANDIN_THROUGHPUT: "90", STANDIN_STARTUP_S: "{second_startup}"}}
-  - name: third
-    hypothesis: runs after the second
-    env: {{STANDIN_THROUGHPUT: "70"}}
-"""
+
+def pipeline_preset(name: str, *, reps: int, tag: str, second_startup: str = "0.2",
+                    second: Mapping[str, str] | None = None) -> str:
+    """A stand-in batch for the pipeline tests: the baseline, `second` (the configuration a test
+    interrupts: its env `second`, by default a throughput and `second_startup`) and `third`."""
+    return standin_preset(
+        name, description="a stand-in batch for the pipeline tests", queue="default", reps=reps,
+        env={"STANDIN_STARTUP_S": "0.2", "STANDIN_TAG": tag},
+        approaches=[
+            {"name": "second", "hypothesis": "the configuration a test interrupts",
+             "env": dict(second or {"STANDIN_THROUGHPUT": "90",
+                                    "STANDIN_STARTUP_S": second_startup})},
+            {"name": "third", "hypothesis": "runs after the second",
+             "env": {"STANDIN_THROUGHPUT": "70"}},
+        ],
+    )
 
 
 def redis_db() -> Iterator[str]:
@@ -127,7 +120,7 @@ def make_site(root: Path, broker: str, presets: dict[str, str], *, ttl: float = 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     gen = redis_db()
-    presets = {name: PRESET.format(name=name, reps=reps, tag=TAG, second_startup=second)
+    presets = {name: pipeline_preset(name, reps=reps, tag=TAG, second_startup=second)
                for name, reps, second in (("standin", 1, "0.2"), ("standin-reps", 3, "0.2"),
                                           ("standin-slow", 1, "3600"))}
     yield make_site(tmp_path_factory.mktemp("pipeline"), next(gen), presets)
@@ -360,24 +353,15 @@ def test_status_says_when_no_live_worker_serves_a_queue(using: Site) -> None:
 
 @pytest.mark.timeout(90)
 def test_a_killed_worker_resumes_its_batch_and_leaves_no_server(using: Site) -> None:
-    worker = Worker(using, "crash")
-    d = dispatcher(using)
-    sub = d.subscribe()
-    try:
-        batch = d.submit(plan_batch("standin-reps", queue="crash"), requested_by="U1").batch.id
-        collect(sub, is_phase(batch, 2, "ready", "repetition"), timeout=30)
-        worker.kill9()
+    with killed_worker(using, "crash") as run:
+        batch = run.submit(plan_batch("standin-reps", queue="crash"))
+        run.wait(is_phase(batch, 2, "ready", "repetition"), timeout=30)
+        run.worker.kill9()
         orphans = leftovers()
         assert orphans, "the dead worker's server should outlive it"
-        restarted = Worker(using, "crash")
-        try:
-            events = collect(sub, is_end(batch), timeout=40)
-        finally:
-            restarted.stop()
-    finally:
-        worker.stop()
-        sub.close()
-        d.close()
+        events = run.resume(timeout=40)
+    restarted = run.restarted
+    assert restarted is not None
     assert re.search(r"killed [12] server group", restarted.output())
     assert events[-1]["type"] == "batch.finished"
     launches = [e["index"] for e in events if e["type"] == "approach.phase"

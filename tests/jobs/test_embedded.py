@@ -12,7 +12,7 @@ from jobs.batches.dispatch import EmbeddedDispatcher, Subscription
 from jobs.batches.planning import plan_batch
 from jobs.core.events import Event
 from jobs.store import Store
-from tests.jobs.test_distributed import PRESET
+from tests.jobs.test_distributed import pipeline_preset
 from tests.standin.harness import Standin, make_standin
 
 
@@ -21,7 +21,7 @@ def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, config_copy: Path) 
     setup = make_standin(tmp_path, monkeypatch)
     for name, second in (("standin", "0.2"), ("standin-slow", "3600")):
         (config_copy / "presets" / f"{name}.yaml").write_text(
-            PRESET.format(name=name, reps=1, tag=setup.tag, second_startup=second))
+            pipeline_preset(name, reps=1, tag=setup.tag, second_startup=second))
     return setup
 
 

@@ -21,21 +21,19 @@ from pathlib import Path
 import pytest
 
 from jobs.batches.planning import plan_batch
-from jobs.broker.dispatcher import DistributedDispatcher
 from jobs.broker.worker import is_dead_here, lease_owner
 from jobs.engines import procs
 from jobs.store import Store
+from tests.builders import killed_worker
 from tests.jobs.test_distributed import (
-    PRESET,
     REPO,
     TAG,
     Site,
-    Worker,
-    collect,
     is_end,
     is_phase,
     leftovers,
     make_site,
+    pipeline_preset,
     redis_db,
     wait_until,
 )
@@ -157,7 +155,7 @@ def _host_slowness() -> float:
 @pytest.fixture(scope="module")
 def recovery_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     gen = redis_db()
-    preset = PRESET.format(name="standin-reps", reps=3, tag=TAG, second_startup="0.2")
+    preset = pipeline_preset("standin-reps", reps=3, tag=TAG, second_startup="0.2")
     yield make_site(tmp_path_factory.mktemp("recovery"), next(gen), {"standin-reps": preset},
                     ttl=30)
     next(gen, None)
@@ -173,30 +171,21 @@ def test_a_worker_restarted_after_kill_9_resumes_within_5_s(
     for name, value in site.env.items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("SPECBENCH_BROKER_URL", site.broker)
-    worker = Worker(site, "fast")
-    restarted: Worker | None = None
-    d = DistributedDispatcher(Store(site.database), site.broker)
-    sub = d.subscribe()
-    try:
+    with killed_worker(site, "fast") as run:
         slowness = _host_slowness()
-        batch = d.submit(plan_batch("standin-reps", queue="fast"), requested_by="U1").batch.id
-        collect(sub, is_phase(batch, 2, "repetition"), timeout=30)
+        batch = run.submit(plan_batch("standin-reps", queue="fast"))
+        run.wait(is_phase(batch, 2, "repetition"), timeout=30)
         # A crash: the worker alone is SIGKILLed; its servers, in sessions of their own,
         # survive it, and it stays a zombie until its parent (here, this test) reaps it.
+        worker = run.worker
         worker.proc.send_signal(signal.SIGKILL)
         wait_until(lambda: _state(worker.proc.pid) == "Z", timeout=10, what="the dead worker")
         assert leftovers(), "the dead worker's server should outlive it"
         begun = time.monotonic()
-        restarted = Worker(site, "fast")
-        collect(sub, is_phase(batch, 2, "launching"), timeout=RESUME_WITHIN_S + 5)
+        restarted = run.restart()
+        run.wait(is_phase(batch, 2, "launching"), timeout=RESUME_WITHIN_S + 5)
         resumed = time.monotonic() - begun
-        events = collect(sub, is_end(batch), timeout=40)
-    finally:
-        sub.close()
-        d.close()
-        if restarted is not None:
-            restarted.stop()
-        worker.stop()
+        events = run.wait(is_end(batch), timeout=40)
     # The target on an idle host; on shared, busy cores as much more as a worker's start is
     # slower there, but never near the 30 s TTL the batch used to wait for.
     budget = min(RESUME_WITHIN_S * slowness, 15.0)

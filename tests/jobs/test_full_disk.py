@@ -27,7 +27,6 @@ from jobs.broker.dispatcher import DistributedDispatcher
 from jobs.core.events import Event
 from jobs.store import Store
 from tests.jobs.test_distributed import (
-    PRESET,
     TAG,
     Site,
     Worker,
@@ -36,6 +35,7 @@ from tests.jobs.test_distributed import (
     is_phase,
     leftovers,
     make_site,
+    pipeline_preset,
     redis_db,
 )
 
@@ -82,7 +82,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     _mount(data)
     gen = redis_db()
     try:
-        preset = PRESET.format(name="standin-full", reps=1, tag=TAG, second_startup="2")
+        preset = pipeline_preset("standin-full", reps=1, tag=TAG, second_startup="2")
         made = make_site(root, next(gen), {"standin-full": preset})
         made.env["SPECBENCH_DATA_DIR"] = str(data)
         yield made

@@ -12,13 +12,10 @@ import pytest
 
 from jobs.batches.planning import plan_batch
 from jobs.store import Store
+from tests.builders import killed_worker, standin_preset
 from tests.jobs.test_distributed import (
     TAG,
     Site,
-    Worker,
-    collect,
-    dispatcher,
-    is_end,
     leftovers,
     make_site,
     redis_db,
@@ -26,30 +23,14 @@ from tests.jobs.test_distributed import (
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-PRESET = f"""\
-name: standin-levels
-description: a stand-in batch with load levels
-engine: sglang
-queue: default
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 1
-timeouts: {{startup_s: 60, bench_s: 20}}
-bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 16}}
-loads: {{max-concurrency: [1, 4, 16]}}
-slo: {{p99_ttft_ms: 5000}}
-allow_few_samples: true
-overridable: []
-baseline:
-  server_args: {{model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}}
-  env: {{STANDIN_STARTUP_S: "0.2", STANDIN_TAG: "{TAG}"}}
-approaches:
-  - name: second
-    hypothesis: the configuration a test interrupts
-    env: {{STANDIN_THROUGHPUT: "90"}}
-"""
+PRESET = standin_preset(
+    "standin-levels", description="a stand-in batch with load levels", queue="default",
+    bench={"num-prompts": 16, "max-concurrency": None},
+    loads={"max-concurrency": [1, 4, 16]}, slo={"p99_ttft_ms": 5000}, allow_few_samples=True,
+    env={"STANDIN_STARTUP_S": "0.2", "STANDIN_TAG": TAG},
+    approaches=[{"name": "second", "hypothesis": "the configuration a test interrupts",
+                 "env": {"STANDIN_THROUGHPUT": "90"}}],
+)
 
 
 @pytest.fixture(scope="module")
@@ -69,30 +50,18 @@ def using(site: Site, monkeypatch: pytest.MonkeyPatch) -> Site:
 
 @pytest.mark.timeout(120)
 def test_a_killed_worker_resumes_at_the_level_it_reached(using: Site) -> None:
-    worker = Worker(using, "levels")
-    d = dispatcher(using)
-    sub = d.subscribe()
-    try:
-        batch = d.submit(plan_batch("standin-levels", queue="levels"),
-                         requested_by="U1").batch.id
-        before = collect(sub, lambda e: (
+    with killed_worker(using, "levels") as run:
+        batch = run.submit(plan_batch("standin-levels", queue="levels"))
+        before = run.wait(lambda e: (
             e["batch"] == batch and e["type"] == "approach.phase" and e.get("index") == 2
             and e.get("phase") == "repetition" and e.get("load") == {"max-concurrency": 4}),
             timeout=60)
-        worker.kill9()  # during level 2 of `second`
+        run.worker.kill9()  # during level 2 of `second`
         assert leftovers(), "the dead worker's server should outlive it"
         checkpoint = Path(using.env["SPECBENCH_DATA_DIR"]) / "logs" / batch / \
             "second.levels.json"
         assert checkpoint.exists()
-        restarted = Worker(using, "levels")
-        try:
-            after = collect(sub, is_end(batch), timeout=60)
-        finally:
-            restarted.stop()
-    finally:
-        worker.stop()
-        sub.close()
-        d.close()
+        after = run.resume(timeout=60)
     assert after[-1]["type"] == "batch.finished"
     measured = [e["value"] for e in before if e["type"] == "approach.phase"
                 and e["index"] == 2 and e["phase"] == "result" and not e.get("warmup")

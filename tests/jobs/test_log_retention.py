@@ -22,12 +22,12 @@ from jobs.batches import retention
 from jobs.store import Store
 from tests.conftest import make_plan
 from tests.jobs.test_distributed import (
-    PRESET,
     REPO,
     TAG,
     Site,
     Worker,
     make_site,
+    pipeline_preset,
     redis_db,
     wait_until,
 )
@@ -90,7 +90,7 @@ def test_pruning_is_skipped_when_the_unfinished_batches_are_unknown(logs: Path) 
 
 
 def pace_site(root: Path, broker: str) -> Site:
-    preset = PRESET.format(name="standin", reps=1, tag=TAG, second_startup="0.2")
+    preset = pipeline_preset("standin", reps=1, tag=TAG, second_startup="0.2")
     return make_site(root, broker, {"standin": preset})
 
 

@@ -157,6 +157,22 @@ def test_set_on_the_shipped_preset() -> None:
     assert plan.warnings == ()
 
 
+def test_a_set_is_carried_in_the_plan_as_given_and_stored_as_its_value() -> None:
+    """Read once (`parse_sets`), carried in the plan with the words as given; stored as knob ->
+    value; a retry's new `--set` goes over the batch's own, each keeping its words."""
+    sets = parse_sets(["mem-fraction-static=0.80", "cuda-graph-max-bs=128"])
+    plan = resolve(load_preset("eagle3"), overrides=sets)
+    assert plan.overrides.given("mem-fraction-static") == "mem-fraction-static=0.80"
+    stored = json.loads(json.dumps(plan.to_dict()))
+    assert stored["overrides"] == {"mem-fraction-static": 0.8, "cuda-graph-max-bs": 128}
+    again = to_plan(stored).overrides
+    assert again == plan.overrides and again.given("cuda-graph-max-bs") == "cuda-graph-max-bs=128"
+    retried = again.merged(parse_sets(["cuda-graph-max-bs=0x10"]))
+    assert list(retried) == ["mem-fraction-static", "cuda-graph-max-bs"]
+    assert retried.given("cuda-graph-max-bs") == "cuda-graph-max-bs=0x10"
+    assert retried.given("mem-fraction-static") == "mem-fraction-static=0.8"
+
+
 def test_unknown_knob_suggests(preset: Preset) -> None:
     with pytest.raises(KnobError) as info:
         resolve(preset, overrides={"mem-fraction-statc": 0.8})

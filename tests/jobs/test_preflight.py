@@ -88,15 +88,17 @@ def test_to_flag_accepts_dashes_and_underscores() -> None:
 
 def test_unknown_flag_reason_reads_like_argparse_with_a_hint() -> None:
     known = sglang_probe.parse_help_flags(HELP_TEXT)
-    assert preflight.unknown_flags_reason({"tp_size": 8, "model": "/m"}, known) is None
-    reason = preflight.unknown_flags_reason({"tp-size": 8, "cuda-graph-max-bz": 64}, known)
+    prog = sglang_probe.SGLANG.prog  # the engine's: the shared check has none of its own
+    assert preflight.unknown_flags_reason({"tp_size": 8, "model": "/m"}, known, prog=prog) is None
+    reason = preflight.unknown_flags_reason({"tp-size": 8, "cuda-graph-max-bz": 64}, known,
+                                            prog=prog)
     assert reason == (
         "launch_server.py: error: unrecognized arguments: --cuda-graph-max-bz "
         "(did you mean --cuda-graph-max-bs?)"
     )
     match = load_rules().classify(reason)
     assert match is not None and match.tag == "bad-config"
-    several = preflight.unknown_flags_reason({"tp-sise": 8, "zzz": 1}, known)
+    several = preflight.unknown_flags_reason({"tp-sise": 8, "zzz": 1}, known, prog=prog)
     assert several is not None
     assert several.startswith("launch_server.py: error: unrecognized arguments: --tp-sise --zzz")
     assert "--tp-size for --tp-sise" in several

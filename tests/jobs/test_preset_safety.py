@@ -96,6 +96,25 @@ def test_knobs_that_choose_models_files_or_code_are_protected(knob: str) -> None
     assert is_protected_knob(knob)
 
 
+def test_each_engine_protects_its_own_flags_and_every_preset_all_of_them() -> None:
+    """An engine's flag spellings are its own facts (its engine.yaml's `protected_args`), each a
+    flag or an alias of that engine's release (its flag types); the check reads them all."""
+    from jobs.core.engine_info import all_info
+    from jobs.engines import type_table
+
+    served = [info for info in all_info() if info.gpu]
+    assert served and all(info.protected_args for info in served)
+    for info in served:
+        table = type_table(info.name)
+        assert table is not None
+        unknown = [arg for arg in info.protected_args if table.lookup(arg) is None]
+        assert unknown == [], info.name
+        assert all(is_protected_knob(arg) for arg in info.protected_args)
+    assert {"model-path", "tokenizer-path"} <= next(
+        i for i in served if i.name == "sglang").protected_args
+    assert "tokenizer" in next(i for i in served if i.name == "vllm").protected_args
+
+
 @pytest.mark.parametrize("knob", [
     "mem-fraction-static", "cuda-graph-max-bs", "tp-size", "dtype", "kv-cache-dtype",
     "attention-backend", "speculative-num-steps", "speculative-eagle-topk", "threads", "seed",

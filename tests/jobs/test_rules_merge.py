@@ -107,6 +107,47 @@ def test_rules_keep_the_tag_precedence_shared_first_within_a_tag(merged: Path) -
     assert tags == sorted(tags)
 
 
+FIRST = """\
+rules:
+  - tag: bad-config
+    name: delta-flag
+    pattern: 'delta refused: .*unrecognized arguments'
+    first: true
+    fatal: true
+    explanation: delta's own line, quoting what the shared rule matches
+"""
+
+
+def test_an_engine_rule_marked_first_is_tried_before_the_shared_rules_of_its_tag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    config = folder(tmp_path, engines={"beta": BETA, "delta": FIRST})
+    monkeypatch.setenv("SPECBENCH_CONFIG_DIR", str(config))
+    rules = load_rules()
+    assert [rule.name for rule in rules.rules][:3] == ["delta-flag", "shared-flag", "beta-flag"]
+    match = rules.classify("delta refused: unrecognized arguments: --x")
+    assert match is not None and match.rule.name == "delta-flag"
+    (config / "engines" / "delta" / "failure_rules.yaml").write_text(
+        FIRST.replace("first: true", "first: 1"))
+    with pytest.raises(PresetError, match="rule 'delta-flag'.*key 'first' must be true or false"):
+        load_rules()
+
+
+def test_the_shared_rules_name_no_engine(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An engine's own message is its file's, even one that must be tried first."""
+    from jobs.core.engine_info import engine_names
+
+    monkeypatch.delenv("SPECBENCH_CONFIG_DIR", raising=False)
+    shared = load_rules(settings.shipped_config() / "failure_rules.yaml")
+    named = [rule.name for rule in (*shared.rules, *shared.fallbacks)
+             if any(engine in rule.name for engine in engine_names())]
+    assert named == []
+    capture = ("Exception: Capture cuda graph failed: operation not permitted when stream is "
+               "capturing")
+    match = load_rules().classify(capture)
+    assert match is not None and match.rule.name == "sglang-capture-failed"
+
+
 def test_ignore_patterns_and_fallbacks_are_concatenated(merged: Path) -> None:
     rules = load_rules()
     assert [p.pattern for p in rules.ignore] == ["^shared-boilerplate", "^alpha-boilerplate"]

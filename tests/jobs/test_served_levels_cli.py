@@ -14,33 +14,25 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import standin_preset
 from tests.standin.harness import Standin, make_standin
 
 REPO = Path(__file__).resolve().parents[2]
 
-PRESET = """\
-name: levels
-description: EAGLE-3 at three load levels on the stand-in
-engine: sglang
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 2
-timeouts: {{startup_s: 60, bench_s: 30}}
-bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 16}}
-loads: {{max-concurrency: [1, 4, 16]}}
-slo: {{p99_ttft_ms: 1000}}
-allow_few_samples: true
-baseline:
-  server_args: {{model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}}
-  env: {{STANDIN_STARTUP_S: "0.2", STANDIN_TAG: "{tag}", STANDIN_INFO_FILE: "{info}"}}
-approaches:
-  - name: eagle3
-    hypothesis: drafting pays while the GPU idles, not once it is busy
-    server_args: {{speculative-algorithm: EAGLE3, speculative-draft-model-path: /models/d}}
-    env: {{STANDIN_SPEC_GAIN: "0.6"}}
-"""
+
+def preset(*, tag: str, info: Path) -> str:
+    return standin_preset(
+        "levels", description="EAGLE-3 at three load levels on the stand-in", reps=2,
+        bench_s=30, bench={"num-prompts": 16, "max-concurrency": None},
+        loads={"max-concurrency": [1, 4, 16]}, slo={"p99_ttft_ms": 1000},
+        allow_few_samples=True, overridable=None,
+        env={"STANDIN_STARTUP_S": "0.2", "STANDIN_TAG": tag, "STANDIN_INFO_FILE": str(info)},
+        approaches=[{"name": "eagle3",
+                     "hypothesis": "drafting pays while the GPU idles, not once it is busy",
+                     "server_args": {"speculative-algorithm": "EAGLE3",
+                                     "speculative-draft-model-path": "/models/d"},
+                     "env": {"STANDIN_SPEC_GAIN": "0.6"}}],
+    )
 
 
 @pytest.fixture
@@ -54,7 +46,7 @@ def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Standin
 def test_one_server_per_configuration_and_a_mixed_verdict(tmp_path: Path,
                                                           standin: Standin) -> None:
     path = tmp_path / "levels.yaml"
-    path.write_text(PRESET.format(tag=standin.tag, info=standin.info_file))
+    path.write_text(preset(tag=standin.tag, info=standin.info_file))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((os.environ["PYTHONPATH"], str(REPO)))}
     env.pop("SPECBENCH_BROKER_URL", None)
     done = subprocess.run([sys.executable, "-m", "bot.cli.main", "run", str(path), "--format",

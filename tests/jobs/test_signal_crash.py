@@ -15,30 +15,23 @@ from pathlib import Path
 
 import pytest
 
+from tests.builders import standin_preset
 from tests.conftest import make_record
 from tests.standin.harness import Standin, make_standin
 
 REPO = Path(__file__).resolve().parents[2]
 
-PRESET = """\
-name: segv
-description: an approach whose server dies by SIGSEGV
-engine: sglang
-metric: output_throughput
-reps: 1
-warmup: false
-timeouts: {{startup_s: 60, bench_s: 30}}
-bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}}
-baseline:
-  server_args: {{model-path: /models/tiny-llama, tp-size: 1}}
-  env: {{STANDIN_STARTUP_S: "0.1", STANDIN_TAG: "{tag}", STANDIN_INFO_FILE: "{info}"}}
-approaches:
-  - name: native-kernel
-    hypothesis: a kernel that crashes the process
-    server_args: {{cuda-graph-max-bs: 16}}
-    env: {{STANDIN_MODE: segfault}}
-"""
+
+def preset(*, tag: str, info: Path) -> str:
+    return standin_preset(
+        "segv", description="an approach whose server dies by SIGSEGV", min_effect_pct=None,
+        bench_s=30, warmup=False, overridable=None,
+        server_args={"mem-fraction-static": None, "cuda-graph-max-bs": None},
+        env={"STANDIN_STARTUP_S": "0.1", "STANDIN_TAG": tag, "STANDIN_INFO_FILE": str(info)},
+        approaches=[{"name": "native-kernel", "hypothesis": "a kernel that crashes the process",
+                     "server_args": {"cuda-graph-max-bs": 16},
+                     "env": {"STANDIN_MODE": "segfault"}}],
+    )
 
 
 @pytest.fixture
@@ -59,7 +52,7 @@ def cli(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.timeout(180)
 def test_a_server_killed_by_sigsegv_says_so_in_its_why(tmp_path: Path, standin: Standin) -> None:
     path = tmp_path / "segv.yaml"
-    path.write_text(PRESET.format(tag=standin.tag, info=standin.info_file))
+    path.write_text(preset(tag=standin.tag, info=standin.info_file))
     done = cli(tmp_path, "run", str(path), "--format", "json")
     assert done.returncode == 0, done.stderr[-3000:]
     (result,) = json.loads(done.stdout)["results"]

@@ -11,13 +11,10 @@ import pytest
 
 from jobs.batches.planning import plan_batch
 from jobs.store import Store
+from tests.builders import killed_worker, standin_preset
 from tests.jobs.test_distributed import (
     TAG,
     Site,
-    Worker,
-    collect,
-    dispatcher,
-    is_end,
     leftovers,
     make_site,
     redis_db,
@@ -27,31 +24,13 @@ from tests.jobs.test_distributed import (
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 pytest.importorskip("optuna")
 
-PRESET = f"""\
-name: standin-sweep
-description: an adaptive sweep over the stand-in's throughput
-engine: sglang
-queue: sweepq
-metric: output_throughput
-min_effect_pct: 2.0
-reps: 1
-warmup: false
-timeouts: {{startup_s: 60, bench_s: 20}}
-bench: {{dataset-name: random-ids, random-input-len: 8, random-output-len: 4,
-        random-range-ratio: 1.0, num-prompts: 2, max-concurrency: 1}}
-baseline:
-  server_args: {{model-path: /models/tiny-llama, tp-size: 1, mem-fraction-static: 0.8,
-                cuda-graph-max-bs: 8}}
-  env: {{STANDIN_STARTUP_S: "0.3", STANDIN_TAG: "{TAG}", STANDIN_THROUGHPUT: "80"}}
-approaches: []
-sweep:
-  name: tp
-  grid:
-    STANDIN_THROUGHPUT: [60, 70, 85, 95, 110, 100]
-  search: adaptive
-  budget: 4
-  confirm_reps: 1
-"""
+PRESET = standin_preset(
+    "standin-sweep", description="an adaptive sweep over the stand-in's throughput",
+    queue="sweepq", warmup=False, overridable=None,
+    env={"STANDIN_STARTUP_S": "0.3", "STANDIN_TAG": TAG, "STANDIN_THROUGHPUT": "80"},
+    sweep={"name": "tp", "grid": {"STANDIN_THROUGHPUT": [60, 70, 85, 95, 110, 100]},
+           "search": "adaptive", "budget": 4, "confirm_reps": 1},
+)
 
 
 @pytest.fixture
@@ -70,25 +49,14 @@ def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
 @pytest.mark.timeout(240)
 def test_a_worker_killed_mid_sweep_is_resumed_and_no_point_runs_twice(site: Site) -> None:
     store = Store(site.database)
-    worker = Worker(site, "sweepq")
-    d = dispatcher(site)
-    sub = d.subscribe()
-    restarted: Worker | None = None
-    try:
-        batch = d.submit(plan_batch("standin-sweep"), requested_by="U1").batch.id
+    with killed_worker(site, "sweepq") as run:
+        batch = run.submit(plan_batch("standin-sweep"))
         # Killed once two points are stored, while the third runs.
         wait_until(lambda: len(store.records(batch)) >= 3, timeout=120,
-                   what="the baseline and two points", alive=worker.proc)
+                   what="the baseline and two points", alive=run.worker.proc)
         before = {r.approach: r.started_at for r in store.records(batch)}
-        worker.kill9()
-        restarted = Worker(site, "sweepq")
-        events = collect(sub, is_end(batch), timeout=150)
-    finally:
-        if restarted is not None:
-            restarted.stop()
-        worker.stop()
-        sub.close()
-        d.close()
+        run.worker.kill9()
+        events = run.resume(timeout=150)
     assert events[-1]["type"] == "batch.finished"
     records = store.records(batch)
     points = [r.approach for r in records if r.approach.startswith("tp@")]

@@ -16,7 +16,7 @@ import pytest
 from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.commands import retry, run
 from jobs.commands.context import Caller, Context
-from jobs.core.plans import BatchPlan
+from jobs.core.plans import BatchPlan, parse_sets
 from jobs.errors import KnobError, PresetError
 from jobs.store import TERMINAL_STATES, Store
 from tests.bot.conftest import FakeEngine
@@ -65,12 +65,12 @@ def test_chat_in_distributed_mode_checks_the_types_before_submitting(tiny: Path)
                   engine_for=lambda name: pytest.fail("no engine on the bot's host"))
     for value in ("threads=abc", "seed=", "threads=0"):
         with pytest.raises(KnobError, match=f"^--set {value}: "):
-            run.run(ctx, run.RunArgs(preset="tiny", sets=[value]))
+            run.run(ctx, run.RunArgs(preset="tiny", sets=parse_sets([value])))
     with pytest.raises(KnobError, match="mem-fraction-static takes a number .SGLang., got 'x'"):
-        run.run(ctx, run.RunArgs(preset="eagle3", sets=["mem-fraction-static=x"]))
+        run.run(ctx, run.RunArgs(preset="eagle3", sets=parse_sets(["mem-fraction-static=x"])))
     assert dispatcher.submitted == []
     with pytest.raises(RuntimeError, match="stored"):
-        run.run(ctx, run.RunArgs(preset="eagle3", sets=["mem-fraction-static=0.8"]))
+        run.run(ctx, run.RunArgs(preset="eagle3", sets=parse_sets(["mem-fraction-static=0.8"])))
     assert len(dispatcher.submitted) == 1
 
 
@@ -83,7 +83,7 @@ def embedded(tiny: Path) -> Iterator[Context]:
 
 
 def test_retry_checks_its_new_values_and_stores_nothing(embedded: Context) -> None:
-    started = run.run(embedded, run.RunArgs(preset="tiny", sets=["threads=2"]))
+    started = run.run(embedded, run.RunArgs(preset="tiny", sets=parse_sets(["threads=2"])))
     deadline = time.monotonic() + 20
     while (row := embedded.store.get_batch(started.submitted.batch.id)) is None \
             or row.state not in TERMINAL_STATES:
@@ -93,7 +93,7 @@ def test_retry_checks_its_new_values_and_stores_nothing(embedded: Context) -> No
     for value in ("threads=abc", "seed=2.5"):
         with pytest.raises(KnobError, match=f"^--set {value}: "):
             retry.retry(embedded, retry.RetryArgs(batch=row.id, approaches=["lookup"],
-                                                  sets=[value]))
+                                                  sets=parse_sets([value])))
     assert [r.id for r in embedded.store.list_batches()] == before
 
 

@@ -21,7 +21,6 @@ from jobs.batches.planning import plan_batch
 from jobs.broker.dispatcher import DistributedDispatcher
 from jobs.store import Store
 from tests.jobs.test_distributed import (
-    PRESET,
     TAG,
     Site,
     Worker,
@@ -30,6 +29,7 @@ from tests.jobs.test_distributed import (
     is_phase,
     leftovers,
     make_site,
+    pipeline_preset,
     redis_db,
     wait_until,
 )
@@ -42,7 +42,7 @@ EXIT_WITHIN_S = 10.0  # the server's stop (SIGTERM, 5 s grace) and Celery's own 
 @pytest.fixture
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Site]:
     gen = redis_db()
-    preset = PRESET.format(name="standin-stop", reps=1, tag=TAG, second_startup="${SLOW_START}")
+    preset = pipeline_preset("standin-stop", reps=1, tag=TAG, second_startup="${SLOW_START}")
     made = make_site(tmp_path, next(gen), {"standin-stop": preset})
     for name, value in made.env.items():
         monkeypatch.setenv(name, value)

@@ -111,46 +111,29 @@ def _rerun_steps(
 
 
 def _retry(record: RunRecord, verdict: Verdict) -> dict[str, Any]:
-    name = _with_parents([record])
+    action, effort = _retry_action(record, verdict, name=_with_parents([record]))
+    return make_step("retry", record.approach, action=action, why=verdict.why, effort=effort)
+
+
+_RETRY_ACTIONS = {  # why a result was inconclusive -> what its re-run changes
+    "one-rep": "with --reps 3: one repetition is no noise estimate",
+    "host-drift": "when the host is quiet, or with `starts: 2` so that its range holds the "
+                  "host's noise",
+    "drift": "and the baseline in one batch on one host and stack",
+}
+
+
+def _retry_action(record: RunRecord, verdict: Verdict, *, name: str) -> tuple[str, str]:
+    """A retry's action, by the reason its result was inconclusive, and its effort."""
     if verdict.reason == "confound" and verdict.confound is not None:
         knob, ours, theirs = verdict.confound
-        return make_step(
-            "retry", record.approach,
-            action=f"Re-run {name} with {knob} at the baseline's {theirs} "
-            f"(it ran with {ours}): the confound removed",
-            why=verdict.why, effort="low",
-        )
+        return (f"Re-run {name} with {knob} at the baseline's {theirs} (it ran with {ours}): "
+                "the confound removed", "low")
     if verdict.reason == "fallback":
-        return make_step(
-            "retry", record.approach,
-            action=f"Re-run {name} where its feature is supported (another GPU or "
-            f"{_title(record)} release): the server fell back to the default path",
-            why=verdict.why, effort="medium",
-        )
-    if verdict.reason == "one-rep":
-        return make_step(
-            "retry", record.approach,
-            action=f"Re-run {name} with --reps 3: one repetition is no noise estimate",
-            why=verdict.why, effort="low",
-        )
-    if verdict.reason == "host-drift":
-        return make_step(
-            "retry", record.approach,
-            action=f"Re-run {name} when the host is quiet, or with `starts: 2` so that its "
-            "range holds the host's noise",
-            why=verdict.why, effort="low",
-        )
-    if verdict.reason == "drift":
-        return make_step(
-            "retry", record.approach,
-            action=f"Re-run {name} and the baseline in one batch on one host and stack",
-            why=verdict.why, effort="low",
-        )
-    return make_step(
-        "retry", record.approach,
-        action=f"Re-run {name} with more repetitions",
-        why=verdict.why, effort="low",
-    )
+        return (f"Re-run {name} where its feature is supported (another GPU or "
+                f"{_title(record)} release): the server fell back to the default path", "medium")
+    change = _RETRY_ACTIONS.get(verdict.reason or "", "with more repetitions")
+    return f"Re-run {name} {change}", "low"
 
 
 def _with_parents(records: list[RunRecord]) -> str:

@@ -169,7 +169,9 @@ def _key(change: dict[str, Any]) -> tuple[str, str, str | None, str | None]:
     return (change["kind"], change["knob"], _text(change["a"]), _text(change["b"]))
 
 
-def _changes(a: dict[str, Any], b: dict[str, Any], *, mask: bool = False) -> list[dict[str, Any]]:
+def _changes(
+    a: Mapping[str, Any], b: Mapping[str, Any], *, mask: bool = False,
+) -> list[dict[str, Any]]:
     out = []
     for knob in [*a, *(k for k in b if k not in a)]:
         old, new = a.get(knob), b.get(knob)

@@ -1,13 +1,15 @@
 """Presets and plans: everything decided before a server starts (docs/contracts.md "Preset
 format", "Command line"). A preset's models (`_preset_models`), its files read and checked
-(`_preset_files`, `_presets`), the knobs never overridable (`_protected_knobs`), secrets as
-references (`_secret_refs`), its bench settings and metric checked (`_bench_checks`), its load
-levels and SLO (`_loads`); the plan as data that travels (`_batch_plan`), its resolution
-(`_plans`) and the stored batch row (`_batches`)."""
+(`_preset_files`, `_presets`), the knobs never overridable (`_protected_knobs`), `--set` read once
+and checked once (`_overrides`), secrets as references (`_secret_refs`), its bench settings and
+metric checked (`_bench_checks`), its load levels and SLO (`_loads`); the plan as data that
+travels (`_batch_plan`), its resolution (`_plans`) and the stored batch row (`_batches`)."""
 
+from jobs.core.configs import RunConfig
 from jobs.core.plans._batch_plan import (
     PROBE,
     BatchPlan,
+    to_plan,
 )
 from jobs.core.plans._batches import (
     BatchRow,
@@ -25,13 +27,17 @@ from jobs.core.plans._loads import (
     load_value,
     slo_problems,
 )
+from jobs.core.plans._overrides import (
+    Override,
+    Overrides,
+    Refusal,
+    parse_sets,
+    passable_problem,
+)
 from jobs.core.plans._plans import (
-    RunConfig,
     confounds,
     only,
-    parse_sets,
     resolve,
-    to_plan,
 )
 from jobs.core.plans._preset_models import (
     Preset,
@@ -77,7 +83,10 @@ __all__ = [
     "Load",
     "MAX_NAME_CHARS",
     "NAMES_ONLY",
+    "Override",
+    "Overrides",
     "PROBE",
+    "Refusal",
     "Preset",
     "RunConfig",
     "Scalar",
@@ -107,6 +116,7 @@ __all__ = [
     "only",
     "parse_preset",
     "parse_sets",
+    "passable_problem",
     "preset_names",
     "reference_name",
     "reference_values",

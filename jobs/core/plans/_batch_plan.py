@@ -16,6 +16,7 @@ from typing import Any
 
 from jobs.core.configs import RunConfig
 from jobs.core.plans._loads import levels_of
+from jobs.core.plans._overrides import Overrides
 from jobs.core.sweeps import PointConfigs, SweepPlan, to_sweep_plan
 from jobs.errors import UserError
 
@@ -39,7 +40,8 @@ class BatchPlan:
     bench_s: float
     bench: dict[str, Any]
     configs: tuple[RunConfig, ...]
-    overrides: dict[str, Any] = field(default_factory=dict)
+    # the `--set`s as given (`Overrides`, knob -> value); stored as knob -> value
+    overrides: Overrides = field(default_factory=Overrides)
     warnings: tuple[str, ...] = ()
     sweep: SweepPlan | None = None
     confirms: str | None = None  # a confirmation batch: the sweep batch whose winner it re-runs
@@ -74,6 +76,10 @@ class BatchPlan:
     watch: int | None = None
     watch_at: str | None = None
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.overrides, Overrides):  # a stored plan's, or a test's mapping
+            object.__setattr__(self, "overrides", Overrides.of(self.overrides))
+
     @property
     def is_bracketed(self) -> bool:
         """Whether the baseline runs again after every other configuration."""
@@ -83,7 +89,7 @@ class BatchPlan:
     def ran(self) -> dict[str, Any]:
         """What the batch runs with, as every report shows it: the `--set` overrides, the
         repetitions, the starts per configuration, whether the baseline is bracketed."""
-        ran = {"overrides": dict(self.overrides), "reps": self.reps, "starts": self.starts,
+        ran = {"overrides": self.overrides.to_dict(), "reps": self.reps, "starts": self.starts,
                "bracket": self.is_bracketed, "warmup": self.warmup}
         ran.update({k: v for k, v in (("stack", self.stack), ("against", self.against)) if v})
         return ran
@@ -123,7 +129,7 @@ class BatchPlan:
         raise UserError(f"batch of {self.preset!r} has no approach {approach!r}")
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "overrides": self.overrides.to_dict()}
 
 
 def to_plan(data: dict[str, Any]) -> BatchPlan:

@@ -2,91 +2,49 @@
 
 Resolution follows docs/contracts.md: an approach inherits the baseline, then its `extends` chain,
 then its own settings; its declared change is what it sets or inherits, or with `declares` only the
-listed knobs plus its chain's; `--set` applies to every configuration alike. The plan itself
-(`BatchPlan`, `to_plan`) is `jobs.core.plans`'s, re-exported here.
+listed knobs plus its chain's; `--set` (`Overrides`, checked once by `check_overrides`) applies to
+every configuration alike.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
-
-import yaml
 
 from jobs.core.configs import RunConfig
 from jobs.core.configs import is_same_value as _same
 from jobs.core.configs import merge_args as _merge
 from jobs.core.engine_info import describe
-from jobs.core.plans._batch_plan import BatchPlan, to_plan
+from jobs.core.plans._batch_plan import BatchPlan
 from jobs.core.plans._capacity_checks import capacity_warnings, normal_capacity
 from jobs.core.plans._loads import normal_loads
+from jobs.core.plans._overrides import Overrides, Refusal, check_overrides, is_env_knob
+from jobs.core.plans._overrides import env_knobs as envs_of
 from jobs.core.plans._preset_models import Approach, Preset, Scalar
-from jobs.core.plans._protected_knobs import PROTECTED_WHY, is_protected_knob
-from jobs.core.plans._secret_refs import (
-    is_literal_secret,
-    is_literal_secret_arg,
-    literal_secret_arg_reason,
-    literal_secret_reason,
-    reference_name,
-)
+from jobs.core.plans._secret_refs import reference_name
 from jobs.core.sweeps import Sweep, SweepPlan, baseline_index
-from jobs.errors import KnobError, UserError
+from jobs.errors import UserError
 from jobs.redaction import is_secret_name
-
-# The plan's types are re-exported: callers build and read plans through this module.
-__all__ = [
-    "BatchPlan", "RunConfig", "confound_warnings", "confounds", "only", "parse_sets", "resolve",
-    "to_plan",
-]
-
-
-def parse_sets(items: list[str] | None) -> dict[str, Scalar]:
-    """`KNOB=VALUE` strings, VALUE read as a YAML scalar (`0.80` is 0.8); a knob set twice is
-    refused (which value ran would be a guess: docs/contracts.md "Noise, measured")."""
-    out: dict[str, Scalar] = {}
-    given: dict[str, str] = {}
-    for item in items or []:
-        knob, sep, raw = item.partition("=")
-        knob = knob.strip()
-        if not sep or not knob:
-            raise KnobError(f"--set needs KNOB=VALUE, got {item!r}")
-        if knob in given:
-            raise KnobError(f"--set {knob} is given twice ({given[knob]!r}, then {raw!r}): set "
-                            "each knob once")
-        given[knob] = raw
-        try:
-            value = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError:
-            value = raw
-        if isinstance(value, dict | list):
-            raise KnobError(f"--set {knob}: VALUE must be a scalar, got {raw!r}")
-        out[knob] = value
-    return out
 
 
 def resolve(
     preset: Preset,
     *,
-    overrides: dict[str, Scalar] | None = None,
+    overrides: Overrides | Mapping[str, Scalar] | None = None,
     reps: int | None = None,
     queue: str | None = None,
     default_queue: str = "default",
+    refusal: Refusal | None = None,
 ) -> BatchPlan:
-    """Resolve a preset into a plan; raises KnobError for a bad `--set`, UserError for bad reps."""
-    overrides = dict(overrides or {})
+    """Resolve a preset into a plan; raises KnobError for a bad `--set` (`check_overrides`, with
+    the engine's flag types as `refusal`), UserError for bad reps."""
+    overrides = Overrides.of(overrides)
     if reps is not None and reps < 1:
         raise UserError(f"--reps must be at least 1, got {reps}")
     _check_noise(preset, reps=reps or preset.reps)
-    _check_overrides(preset, overrides)
-    env_knobs = _env_knobs(preset)
-    for knob, value in overrides.items():  # docs/contracts.md: secrets stay references
-        if knob in env_knobs or knob.isupper():
-            if is_literal_secret(knob, value):
-                raise KnobError(f"--set {literal_secret_reason(knob)}")
-        elif is_literal_secret_arg(knob, value):
-            raise KnobError(f"--set {literal_secret_arg_reason(knob)}")
+    check_overrides(preset, overrides, refusal=refusal)
+    env_knobs = envs_of(preset)
     by_name = {a.name: a for a in preset.approaches}
 
     base_args = _merge({}, preset.baseline.server_args)
@@ -114,8 +72,7 @@ def resolve(
                 hypothesis=approach.hypothesis, change=change, server_args=args, env=env,
             )
         )
-    sweep = None if preset.sweep is None else _resolve_sweep(
-        preset.sweep, configs, overrides=overrides)
+    sweep = None if preset.sweep is None else _resolve_sweep(preset.sweep, configs)
     capacity = normal_capacity(preset.capacity)
     requests = describe(preset.engine).requests_of(preset.bench)
     return BatchPlan(
@@ -126,7 +83,7 @@ def resolve(
         startup_s=preset.timeouts.startup_s, bench_s=preset.timeouts.bench_s,
         warmup=preset.warmup,
         bench=dict(preset.bench), configs=tuple(configs),
-        overrides=dict(overrides), warnings=(
+        overrides=overrides, warnings=(
             *confound_warnings(configs), *capacity_warnings(capacity, requests=requests)),
         sweep=sweep,
         loads=normal_loads(preset.loads),
@@ -144,15 +101,10 @@ def _check_noise(preset: Preset, *, reps: int) -> None:
                         f"one (--reps {preset.starts} or more)")
 
 
-def _resolve_sweep(
-    spec: Sweep, configs: Sequence[RunConfig], *, overrides: dict[str, Scalar]
-) -> SweepPlan:
+def _resolve_sweep(spec: Sweep, configs: Sequence[RunConfig]) -> SweepPlan:
     """The sweep as the plan keeps it: its grid, not its points. Each point's configuration is
     its parent's (the baseline's or the extended approach's) with the point's values, the
     grid's knobs declared as its change (`jobs.core.sweeps`), built when asked for."""
-    for knob in overrides:
-        if knob in spec.grid:
-            raise KnobError(f"knob {knob!r} is swept by {spec.name!r}: it cannot be --set")
     plan = SweepPlan(
         name=spec.name, extends=spec.extends, grid={k: list(v) for k, v in spec.grid.items()},
         search=spec.search, budget=spec.budget, confirm_reps=spec.confirm_reps,
@@ -248,51 +200,16 @@ def _declared_change(
     }
 
 
-def _env_knobs(preset: Preset) -> set[str]:
-    knobs = set(preset.baseline.env)
-    for approach in preset.approaches:
-        knobs.update(approach.env)
-    return knobs
-
-
-def _known_knobs(preset: Preset) -> set[str]:
-    knobs = set(preset.baseline.server_args) | set(preset.overridable) | _env_knobs(preset)
-    for approach in preset.approaches:
-        knobs.update(approach.server_args)
-    if preset.sweep is not None:
-        knobs.update(preset.sweep.grid)
-    return knobs
-
-
-def _check_overrides(preset: Preset, overrides: dict[str, Scalar]) -> None:
-    known = _known_knobs(preset)
-    for knob in overrides:
-        if is_protected_knob(knob):  # whatever the preset says (presets.PROTECTED_ARGS)
-            raise KnobError(f"knob {knob!r} is never overridable: {PROTECTED_WHY}")
-        if knob in preset.overridable:
-            continue
-        allowed = ", ".join(preset.overridable) or "none"
-        if knob not in known:
-            hint = difflib.get_close_matches(knob, sorted(known), n=1)
-            suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-            raise KnobError(
-                f"unknown knob {knob!r}{suggestion} in preset {preset.name!r}; "
-                f"overridable: {allowed}"
-            )
-        raise KnobError(
-            f"knob {knob!r} is not overridable in preset {preset.name!r}; overridable: {allowed}"
-        )
-
-
 def _apply(
-    overrides: dict[str, Scalar],
+    overrides: Overrides,
     *,
     server_args: dict[str, Any],
     env: dict[str, str],
     env_knobs: set[str],
 ) -> None:
+    """The one change a `--set` makes: its value in the configuration's env or server args."""
     for knob, value in overrides.items():
-        if knob in env_knobs or knob.isupper():
+        if is_env_knob(knob, env=env_knobs):
             if value is None:
                 env.pop(knob, None)
             else:

@@ -1,10 +1,9 @@
 """Presets: YAML files in `config/presets/`, loaded into typed, frozen models (docs/contracts.md's
 format).
 
-Loading validates every key; an error names the file, the key and, where YAML tells it, the line.
-The models are `jobs.core.plans`', the knobs `--set` never changes
-`jobs.core.plans`' (both re-exported here); resolution (extends, declares, `--set`)
-lives in `plans.py`.
+Loading reads a file once and parses it once (its node tree kept for line numbers) and validates
+every key; an error names the file, the key and, where YAML tells it, the line. The models are
+`_preset_models`' (re-exported here); resolution (extends, declares, `--set`) is `_plans`'.
 
 Chat chooses a preset by name only (`find_named_preset`): a path is the operator's, on the
 command line. No preset may let `--set` choose the model, a file or the code the server runs
@@ -31,20 +30,14 @@ from jobs.core.plans._capacity_checks import capacity_problems
 from jobs.core.plans._loads import load_problems, slo_problems
 from jobs.core.plans._preset_files import read_preset_text, yaml_depth
 from jobs.core.plans._preset_models import Approach, Config, Preset, Scalar, ServerValue, Timeouts
-from jobs.core.plans._protected_knobs import (
-    PROTECTED_ARGS,
-    PROTECTED_ENV,
-    PROTECTED_WHY,
-    is_protected_knob,
-)
+from jobs.core.plans._protected_knobs import PROTECTED_WHY, is_protected_knob
 from jobs.core.plans._secret_refs import literal_secret_problems
 from jobs.core.sweeps import sweep_problems
 from jobs.errors import PresetError
 
 __all__ = [
-    "MAX_NAME_CHARS", "NAMES_ONLY", "PROTECTED_ARGS", "PROTECTED_ENV", "PROTECTED_WHY",
-    "Approach", "Config", "Preset", "Scalar", "ServerValue", "Timeouts", "find_named_preset",
-    "find_preset", "is_preset_name", "is_protected_knob", "load_all", "load_preset",
+    "MAX_NAME_CHARS", "NAMES_ONLY", "Approach", "Config", "Preset", "Scalar", "ServerValue",
+    "Timeouts", "find_named_preset", "find_preset", "is_preset_name", "load_all", "load_preset",
     "parse_preset", "preset_names", "presets_dir",
 ]
 
@@ -135,11 +128,12 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
         raise PresetError(f"{source}: empty; a preset is a YAML mapping (see `presets`)")
     too_deep = (f"{source}: nested too deeply; a preset's YAML nests at most {MAX_DEPTH} "
                 "levels")
+    loader = yaml.SafeLoader(text)  # one parse: the node tree (lines, depth), then its data
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = loader.get_single_node()
         if yaml_depth(node) > MAX_DEPTH:
             raise PresetError(too_deep)
-        data = yaml.safe_load(text)
+        data = None if node is None else loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}" if mark is not None else source
@@ -147,6 +141,8 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
         raise PresetError(f"{where}: invalid YAML: {problem}") from None
     except RecursionError:  # deeper than Python's stack, before _depth could count it
         raise PresetError(too_deep) from None
+    finally:
+        loader.dispose()
     if not isinstance(data, dict):
         raise PresetError(f"{source}: a preset must be a YAML mapping")
     try:

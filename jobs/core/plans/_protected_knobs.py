@@ -7,27 +7,25 @@ probe's `--env` is read (`jobs.evidence.probe_input.parse_env`): one list for al
 
 from __future__ import annotations
 
+from jobs.core.engine_info import all_info
+
 PROTECTED_WHY = "it chooses the model, a file or the code the server runs"
 
-PROTECTED_ARGS = frozenset({
-    "model-path", "model", "tokenizer-path", "tokenizer", "revision", "config",
-    "trust-remote-code", "load-format", "model-impl", "model-loader-extra-config",
-    "custom-weight-loader", "json-model-override-args", "model-config-parser",
-    "speculative-draft-model-path", "speculative-draft-model", "speculative-draft-model-revision",
-    "speculative-draft-load-format", "enable-lora", "lora-paths",
-    "enable-custom-logit-processor", "chat-template", "completion-template",
-    "hf-chat-template-name",
-})
-"""Server args `--set` never changes, even when a preset lists them in `overridable`.
 
-A chat user may tune how a server runs (memory, CUDA graphs, kernels, dtype: the numbers
-under test), never what it runs: which weights, tokenizer or draft model are loaded, from
-where, with whose Python (`trust-remote-code` executes the model repo's code; custom loaders,
-logit processors and templates are code or files too). Besides these names, any arg ending in
-one of `_PROTECTED_ARG_SUFFIXES` names a file, a folder, a URL or a loader; any starting with
-`_PROTECTED_ARG_PREFIXES` fetches weights or trusts remote input; and a shortening of a
-protected name (argparse accepts `--trust-remote`) is protected too.
-"""
+def protected_args() -> frozenset[str]:
+    """Server args `--set` never changes, even when a preset lists them in `overridable`: each
+    engine's `protected_args` (its engine.yaml), all of them for a preset of any engine, since
+    `--engine` may run a preset on another engine than its own.
+
+    A chat user may tune how a server runs (memory, CUDA graphs, kernels, dtype: the numbers
+    under test), never what it runs: which weights, tokenizer or draft model are loaded, from
+    where, with whose Python (`trust-remote-code` executes the model repo's code; custom
+    loaders, logit processors and templates are code or files too). Besides these names, any
+    arg ending in one of `_PROTECTED_ARG_SUFFIXES` names a file, a folder, a URL or a loader; any
+    starting with `_PROTECTED_ARG_PREFIXES` fetches weights or trusts remote input; and a
+    shortening of a protected name (argparse accepts `--trust-remote`) is protected too."""
+    return frozenset().union(*(info.protected_args for info in all_info()))
+
 
 _PROTECTED_ARG_SUFFIXES = (
     "-path", "-paths", "-dir", "file", "-config", "-loader", "-url", "-urls", "-template",
@@ -54,11 +52,12 @@ def is_protected_knob(knob: str) -> bool:
     upper-case knob to the environment."""
     arg = knob.strip().lstrip("-").replace("_", "-").lower()
     env = knob.strip().upper()
+    names = protected_args()
     return (
-        arg in PROTECTED_ARGS
+        arg in names
         or arg.endswith(_PROTECTED_ARG_SUFFIXES)
         or arg.startswith(_PROTECTED_ARG_PREFIXES)
-        or (len(arg) >= 3 and any(name.startswith(arg) for name in PROTECTED_ARGS))
+        or (len(arg) >= 3 and any(name.startswith(arg) for name in names))
         or env in PROTECTED_ENV
         or env.startswith(_PROTECTED_ENV_PREFIXES)
         or env.endswith(_PROTECTED_ENV_SUFFIXES)

@@ -16,7 +16,7 @@ from jobs.errors import PresetError
 
 _REQUIRED_KEYS = ("tag", "name", "pattern", "fatal", "explanation")
 _FALLBACK_KEYS = ("name", "pattern", "explanation")
-_RULE_KEYS = frozenset({*_REQUIRED_KEYS, "context", "context_lines", "kind", "knobs"})
+_RULE_KEYS = frozenset({*_REQUIRED_KEYS, "context", "context_lines", "kind", "knobs", "first"})
 
 
 def to_rule(raw: Any, *, where: str) -> Rule:
@@ -43,8 +43,9 @@ def to_rule(raw: Any, *, where: str) -> Rule:
         raise PresetError(
             f"{where}: key 'tag': unknown tag {raw['tag']!r} (one of {', '.join(RULE_TAGS)})"
         )
-    if not isinstance(raw["fatal"], bool):
-        raise PresetError(f"{where}: key 'fatal' must be true or false")
+    for key in ("fatal", "first"):
+        if not isinstance(raw.get(key, False), bool):
+            raise PresetError(f"{where}: key {key!r} must be true or false")
     context = raw.get("context")
     if context is not None and not isinstance(context, str):
         raise PresetError(f"{where}: key 'context' must be a regex string")
@@ -64,6 +65,7 @@ def to_rule(raw: Any, *, where: str) -> Rule:
         context=(None if context is None
                  else compile_pattern(context, where=f"{where}: key 'context'")),
         context_lines=context_lines,
+        first=raw.get("first", False),
     )
 
 
@@ -73,7 +75,7 @@ def _to_fallback(raw: dict[str, Any], *, where: str) -> Rule:
             raise PresetError(f"{where}: missing key {key!r}")
         if not isinstance(raw[key], str) or not raw[key].strip():
             raise PresetError(f"{where}: key {key!r} must be a non-empty string")
-    for key in ("tag", "fatal", "context", "context_lines"):
+    for key in ("tag", "fatal", "context", "context_lines", "first"):
         if key in raw:
             raise PresetError(f"{where}: key {key!r} is not for rules of kind 'fallback'")
     knobs = raw.get("knobs", [])

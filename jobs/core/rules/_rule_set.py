@@ -60,6 +60,9 @@ class Rule:
     context_lines: int = DEFAULT_CONTEXT_LINES
     kind: str = "cause"
     knobs: tuple[str, ...] = ()  # fallback rules: the knobs whose feature the line is about
+    # tried before the shared file's rules of its tag: an engine's own line that quotes what a
+    # shared rule of the tag would match (jobs.core.rules merges the files)
+    first: bool = False
     # The pattern over a whole log at once (line anchors kept): a cheap test that skips the
     # rule when no line of the log can match it.
     whole_log: re.Pattern[str] = field(init=False, repr=False, compare=False)
@@ -88,6 +91,9 @@ class Match:
 
 @dataclass(frozen=True)
 class RuleSet:
+    """The rules of one or more files: cause rules in their tags' precedence, the patterns of
+    boilerplate lines no rule matches, the fallback rules."""
+
     rules: tuple[Rule, ...]
     ignore: tuple[re.Pattern[str], ...] = ()
     fallbacks: tuple[Rule, ...] = ()

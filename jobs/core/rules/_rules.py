@@ -14,10 +14,10 @@ hypothesis (docs/contracts.md's engine contracts): `fallback_line` finds the lin
 
 Each engine may ship its own rules beside its facts (`engines/<name>/failure_rules.yaml`, found by
 folder: this module names no engine). `load_rules()` merges them with the shared file into one
-RuleSet: cause rules keep the tags' precedence (within one tag the shared file's first, then each
-engine's in folder order), ignore patterns and fallback rules are concatenated, and a rule name
-used in two files is an error naming both. The rules as data and their matching live in
-`jobs.core.rules`, one rule's keys in `jobs.core.rules`; their names are re-exported.
+RuleSet: cause rules keep the tags' precedence (within one tag the rules marked `first`, then
+the shared file's, then each engine's in folder order), ignore patterns and fallback rules are
+concatenated, and a rule name used in two files is an error naming both. The rules as data and
+their matching live in `_rule_set`, one rule's keys in `_rule_schema`.
 """
 
 from __future__ import annotations
@@ -30,30 +30,13 @@ from typing import Any
 import yaml
 
 from jobs import settings
+from jobs.core.config_files import top_level
 from jobs.core.rules._rule_schema import compile_pattern, to_rule
-from jobs.core.rules._rule_set import (
-    CAUSE_TEXT,
-    CAUSES,
-    DEFAULT_CONTEXT_LINES,
-    KINDS,
-    PRECEDENCE,
-    RULE_TAGS,
-    Match,
-    Rule,
-    RuleSet,
-    cause_of,
-    fallback_line,
-)
+from jobs.core.rules._rule_set import RULE_TAGS, Rule, RuleSet
 from jobs.errors import PresetError
 
-__all__ = [
-    "CAUSES", "CAUSE_TEXT", "DEFAULT_CONTEXT_LINES", "KINDS", "PRECEDENCE", "RULE_TAGS", "Match",
-    "Rule", "RuleSet", "cause_of", "engine_rule_files", "fallback_line", "load_rules",
-    "merge_rules", "parse_rules",
-]
-
 RULES_FILE = "failure_rules.yaml"
-_TOP_KEYS = frozenset({"ignore", "rules"})
+_TOP_KEYS = ("rules", "ignore")
 # (path, mtime in ns, size) of each file read: part of the cache key, so an edit is read again
 FileKey = tuple[Path, int, int]
 
@@ -77,9 +60,10 @@ def load_rules(path: Path | None = None) -> RuleSet:
 def merge_rules(parts: Sequence[tuple[str, RuleSet]]) -> RuleSet:
     """One RuleSet of several files' (source, rules), the shared file first.
 
-    Cause rules are ordered by docs/contracts.md's tag precedence, stably: within a tag, the files'
-    order and each file's own. Ignore patterns and fallback rules are concatenated in the files'
-    order. A rule name used in two files is a PresetError naming both."""
+    Cause rules are ordered by docs/contracts.md's tag precedence, stably: within a tag, the rules
+    marked `first` (an engine's line that quotes what a shared rule of its tag matches), then
+    the files' order and each file's own. Ignore patterns and fallback rules are concatenated in
+    the files' order. A rule name used in two files is a PresetError naming both."""
     seen: dict[str, str] = {}
     for source, ruleset in parts:
         for rule in (*ruleset.rules, *ruleset.fallbacks):
@@ -90,7 +74,7 @@ def merge_rules(parts: Sequence[tuple[str, RuleSet]]) -> RuleSet:
                     "copy of a shared rule)")
             seen[rule.name] = source
     causes = sorted((rule for _, ruleset in parts for rule in ruleset.rules),
-                    key=lambda rule: RULE_TAGS.index(rule.tag))
+                    key=lambda rule: (RULE_TAGS.index(rule.tag), not rule.first))
     return RuleSet(
         rules=tuple(causes),
         ignore=tuple(pattern for _, ruleset in parts for pattern in ruleset.ignore),
@@ -134,11 +118,7 @@ def parse_rules(text: str, *, source: str = "failure_rules.yaml") -> RuleSet:
         where = f" (line {mark.line + 1})" if mark is not None else ""
         problem = getattr(error, "problem", None) or "not valid YAML"
         raise PresetError(f"{source}: invalid YAML{where}: {problem}") from None
-    if not isinstance(data, dict):
-        raise PresetError(f"{source}: expected a mapping with 'rules' and 'ignore'")
-    unknown = sorted(str(key) for key in data if key not in _TOP_KEYS)
-    if unknown:
-        raise PresetError(f"{source}: unknown key {unknown[0]!r} (expected 'rules', 'ignore')")
+    data = top_level(data, source=source, keys=_TOP_KEYS)
     raw_rules = data.get("rules")
     if not isinstance(raw_rules, list) or not raw_rules:
         raise PresetError(f"{source}: key 'rules' must be a non-empty list")

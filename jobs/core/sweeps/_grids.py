@@ -14,11 +14,12 @@ import math
 import operator
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, TypeVar, overload
 
 import yaml
 
 Scalar = str | int | float | bool | None
+T = TypeVar("T")
 
 
 def show_value(value: Scalar) -> str:
@@ -46,7 +47,32 @@ class SweepPoint:
     index: tuple[int, ...]
 
 
-class GridPoints(Sequence[SweepPoint]):
+class OnDemand(Sequence[T]):
+    """A sequence whose items are made when asked for (`_made(position)`), by position or slice:
+    a grid's points, or their configurations, never held as a list."""
+
+    def _made(self, position: int) -> T:
+        raise NotImplementedError
+
+    @overload
+    def __getitem__(self, key: int) -> T: ...
+
+    @overload
+    def __getitem__(self, key: slice) -> Sequence[T]: ...
+
+    def __getitem__(self, key: int | slice) -> T | Sequence[T]:
+        size = len(self)
+        if isinstance(key, slice):
+            return [self._made(i) for i in range(*key.indices(size))]
+        position = operator.index(key)
+        if position < 0:
+            position += size
+        if not 0 <= position < size:
+            raise IndexError(f"point {key} of a {size}-point grid")
+        return self._made(position)
+
+
+class GridPoints(OnDemand[SweepPoint]):
     """The points of sweep `name` over `grid`, in grid order, each made when asked for."""
 
     def __init__(self, name: str, grid: Mapping[str, Sequence[Any]]) -> None:
@@ -61,20 +87,7 @@ class GridPoints(Sequence[SweepPoint]):
     def __len__(self) -> int:
         return self._size
 
-    @overload
-    def __getitem__(self, key: int) -> SweepPoint: ...
-
-    @overload
-    def __getitem__(self, key: slice) -> Sequence[SweepPoint]: ...
-
-    def __getitem__(self, key: int | slice) -> SweepPoint | Sequence[SweepPoint]:
-        if isinstance(key, slice):
-            return [self[i] for i in range(*key.indices(self._size))]
-        position = operator.index(key)
-        if position < 0:
-            position += self._size
-        if not 0 <= position < self._size:
-            raise IndexError(f"point {key} of a {self._size}-point grid")
+    def _made(self, position: int) -> SweepPoint:
         return self.at(self.index_at(position))
 
     def __iter__(self) -> Iterator[SweepPoint]:

@@ -12,10 +12,10 @@ grid's configurations and an adaptive sweep builds only those its search propose
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, overload
+from typing import Any
 
 from jobs.core.configs import RunConfig, is_same_value, merge_args
-from jobs.core.sweeps._grids import SweepPoint
+from jobs.core.sweeps._grids import OnDemand, SweepPoint
 from jobs.core.sweeps._sweeps import ENV_KNOB, SweepPlan
 
 
@@ -41,7 +41,7 @@ def point_config(point: SweepPoint, *, sweep: SweepPlan, parent: RunConfig) -> R
     )
 
 
-class PointConfigs(Sequence[RunConfig]):
+class PointConfigs(OnDemand[RunConfig]):
     """Every point's configuration, in grid order, each built when asked for."""
 
     def __init__(self, sweep: SweepPlan, parent: RunConfig) -> None:
@@ -50,16 +50,8 @@ class PointConfigs(Sequence[RunConfig]):
     def __len__(self) -> int:
         return len(self.sweep.points)
 
-    @overload
-    def __getitem__(self, key: int) -> RunConfig: ...
-
-    @overload
-    def __getitem__(self, key: slice) -> Sequence[RunConfig]: ...
-
-    def __getitem__(self, key: int | slice) -> RunConfig | Sequence[RunConfig]:
-        if isinstance(key, slice):
-            return [self._config(p) for p in self.sweep.points[key]]
-        return self._config(self.sweep.points[key])
+    def _made(self, position: int) -> RunConfig:
+        return self._config(self.sweep.points[position])
 
     def __iter__(self) -> Iterator[RunConfig]:
         return (self._config(point) for point in self.sweep.points)

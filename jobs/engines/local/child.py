@@ -65,8 +65,12 @@ class Count:
 
 
 def concurrency_levels(text: str) -> list[int]:
-    """argparse type of `--loads`: positive whole numbers, comma-separated, rising."""
-    levels = [positive_int(part) for part in text.split(",")]
+    """argparse type of `--loads`: the plan's levels as the engine passes them, data (a JSON
+    list of whole numbers of 1 or more, rising: [1, 4]), not words to split."""
+    levels = json.loads(text)
+    if not isinstance(levels, list) or not all(
+            isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in levels):
+        raise ValueError(f"expected a JSON list of positive levels, got {text}")
     if levels != sorted(set(levels)):
         raise ValueError(f"expected rising levels, got {text}")
     return levels
@@ -101,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     own.add_argument("--warmup", action="store_true", help="one pass before the repetitions, "
                      "reported as the warm-up, never a sample")
     own.add_argument("--loads", type=concurrency_levels, default=None,
-                     help="max-concurrency levels, lowest first (1,4): every level in this "
+                     help="max-concurrency levels, lowest first ([1, 4]): every level in this "
                      "process, each with its warm-up and repetitions")
     add_flags(own)  # the capacity search's (jobs.engines.local.searching)
     own.add_argument("--baseline-digest", default=None)

@@ -209,7 +209,7 @@ class LocalEngine:
         argv = [*to_argv(config.server_args), *to_argv(ctx.plan.bench)]
         argv += ["--reps", str(ctx.plan.reps), *(["--warmup"] if ctx.plan.warmup else [])]
         if ctx.plan.loads:  # every level in this one child: the server starts once
-            argv += ["--loads", ",".join(str(v) for v in ctx.plan.loads[LOAD_KNOB][done:])]
+            argv += ["--loads", json.dumps(ctx.plan.loads[LOAD_KNOB][done:])]
         argv += capacity_argv(ctx.plan, restored)  # the search, level by level, in this child
         base = ctx.baseline
         if base is None or base.status != "ok" or config.role == "baseline":

@@ -28,7 +28,7 @@ from jobs.engines import preflight
 from jobs.engines.base import RunContext
 from jobs.engines.dialect import is_real, prompts_given, seeded
 from jobs.engines.fingerprint import host_fingerprint
-from jobs.engines.flags import to_flag
+from jobs.engines.flags import to_cli_args as to_cli_args
 from jobs.engines.served import run_served
 from jobs.engines.sglang import bench_client
 from jobs.engines.sglang import probe as sglang_probe
@@ -38,25 +38,6 @@ from jobs.errors import EngineError, UserError
 INFO = describe("sglang")
 READY_LINE = "The server is fired up and ready to roll!"
 BENCH_DEFAULT_PROMPTS = 1000  # bench_serving's --num-prompts default in 0.5.2-0.5.23
-
-
-def to_cli_args(args: Mapping[str, Any]) -> list[str]:
-    """Server args or bench settings as SGLang's flags: `true` is a bare flag, false/None are
-    dropped, a list is one flag and its values."""
-    argv: list[str] = []
-    for key, value in args.items():
-        if value is None or value is False:
-            continue
-        flag = to_flag(key)
-        if value is True:
-            argv.append(flag)
-        elif isinstance(value, list | tuple):
-            argv += [flag, *(str(v) for v in value)]
-        elif isinstance(value, dict):
-            argv += [flag, json.dumps(value)]
-        else:
-            argv += [flag, str(value)]
-    return argv
 
 
 def last_json_line(path: Path) -> dict[str, Any] | None:

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from jobs.core.config_files import top_level
 from jobs.core.plans import RunConfig
 from jobs.engines.flags import to_flag
 from jobs.engines.shipped import locate
@@ -128,11 +129,7 @@ def parse_table(text: str, *, source: str = FILE) -> FlagTable:
         data = yaml.safe_load(text) or {}
     except yaml.YAMLError as exc:
         raise PresetError(f"{source}: invalid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise PresetError(f"{source}: expected a mapping with 'renamed' and 'bounded'")
-    unknown = sorted(str(k) for k in data if k not in _KEYS)
-    if unknown:
-        raise PresetError(f"{source}: unknown key {unknown[0]!r} (expected 'renamed', 'bounded')")
+    data = top_level(data, source=source, keys=tuple(_KEYS))
     entries: dict[str, list[dict[str, Any]]] = {}
     for section, (allowed, required) in _KEYS.items():
         items = data.get(section)

@@ -27,11 +27,10 @@ from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
 from jobs.core.stacks import StackSpec
-from jobs.engines import preflight
+from jobs.engines import flags, preflight
 from jobs.engines.base import RunContext
 from jobs.engines.dialect import is_real, prompts_given, seeded
 from jobs.engines.fingerprint import host_fingerprint
-from jobs.engines.flags import to_flag
 from jobs.engines.served import run_served
 from jobs.engines.vllm import bench_client
 from jobs.engines.vllm import probe as vllm_probe
@@ -47,22 +46,10 @@ _SAMPLE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{[^}]*\})?\s+(?P<value>\S+
 
 
 def to_cli_args(args: Mapping[str, Any]) -> list[str]:
-    """Server args or bench settings as vLLM's flags: `true` a bare flag, false/None dropped, a
-    mapping one JSON value, a list the flag and its values; `model` is never a flag here."""
-    argv: list[str] = []
-    for key, value in args.items():
-        if value is None or value is False or key == MODEL:
-            continue
-        flag = to_flag(key)
-        if value is True:
-            argv.append(flag)
-        elif isinstance(value, dict):
-            argv += [flag, json.dumps(value, separators=(",", ":"))]
-        elif isinstance(value, list | tuple):
-            argv += [flag, *(str(v) for v in value)]
-        else:
-            argv += [flag, str(value)]
-    return argv
+    """Server args or bench settings as vLLM's flags (`jobs.engines.flags`), a mapping as compact
+    JSON; `model` is never a flag here (`vllm serve MODEL`)."""
+    return flags.to_cli_args({k: v for k, v in args.items() if k != MODEL},
+                             json_separators=(",", ":"))
 
 
 def model_of(config: RunConfig) -> str:

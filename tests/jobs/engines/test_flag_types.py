@@ -214,12 +214,12 @@ def test_the_shipped_presets_pass_the_check(preset: str) -> None:
 
 def test_good_overrides_pass_and_bad_ones_name_the_set() -> None:
     sets = ["threads=2", "seed=7"]
-    check_values(plan_batch("cpu-demo", overrides=parse_sets(sets)), sets=sets)
+    check_values(plan_batch("cpu-demo", overrides=parse_sets(sets)))
     sets = ["mem-fraction-static=0.8", "cuda-graph-max-bs=128"]
-    check_values(plan_batch("eagle3", overrides=parse_sets(sets)), sets=sets)
+    check_values(plan_batch("eagle3", overrides=parse_sets(sets)))
     sets = ["seed=  "]
     with pytest.raises(KnobError, match=r"^--set seed=  : seed takes an integer"):
-        check_values(plan_batch("cpu-demo", overrides=parse_sets(sets)), sets=sets)
+        check_values(plan_batch("cpu-demo", overrides=parse_sets(sets)))
     # retry's overrides carry no raw text: the message shows the value
     with pytest.raises(KnobError, match=r"^--set threads=abc: threads takes"):
         check_values(plan_batch("cpu-demo", overrides={"threads": "abc"}))

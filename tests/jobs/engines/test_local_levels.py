@@ -90,7 +90,7 @@ def test_one_child_per_configuration_serves_every_level(runs: dict[str, Any]) ->
         assert {k: record.metrics[k] for k in FIGURES} == {
             k: levels[0]["metrics"][k] for k in FIGURES}
     assert runs["lookup"].extra["output_digest"] == runs["base"].extra["output_digest"]
-    assert "--loads 1,2" in runs["base"].log_tail.splitlines()[0]
+    assert "--loads [1, 2]" in runs["base"].log_tail.splitlines()[0]
 
 
 def test_each_level_is_a_phase_and_its_phases_carry_the_load(runs: dict[str, Any]) -> None:
@@ -202,7 +202,7 @@ def test_a_run_resumed_after_its_worker_died_starts_at_the_level_it_reached(
     phases: list[tuple[str, dict[str, Any]]] = []
     again = _run(engine, plan, 0, tmp, on_phase=lambda p, d: phases.append((p, d)))
     assert again.status == "ok", again.log_tail
-    assert "--loads 4 " in again.log_tail.splitlines()[0] + " "
+    assert "--loads [4] " in again.log_tail.splitlines()[0] + " "
     assert [d for p, d in phases if p == "level"] == [
         {"load": {"max-concurrency": 4}, "level": 3, "levels": 3}]
     assert "max-concurrency 1 was measured before a restart" in again.log_tail
@@ -241,10 +241,10 @@ def test_request_rate_is_refused_before_any_run() -> None:
 
 
 def test_the_child_refuses_levels_out_of_order() -> None:
-    for bad in ("2,1", "1,1", "0,2", "1,x"):
+    for bad in ("[2, 1]", "[1, 1]", "[0, 2]", '[1, "x"]', "[1, true]", "1,4", "4"):
         with pytest.raises(SystemExit):
             local_child.parse_args(["--loads", bad])
-    assert local_child.parse_args(["--loads", "1,4"]).loads == [1, 4]
+    assert local_child.parse_args(["--loads", "[1, 4]"]).loads == [1, 4]
     assert local_child.parse_args(["--max-concurrency", "3"]).max_concurrency == 3
 
 

@@ -1,0 +1,137 @@
+"""What many tests build alike, built once, so that a test says only what is its own.
+
+`standin_preset`: a preset of the stand-in SGLang (tests/standin/sglang) as the YAML text a test
+writes to its config folder or a file. `killed_worker`: a batch on a real `specbench worker` that
+the test kills mid-batch (kill -9, its servers left running) and restarts, every process and
+connection closed however the test ends.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from tests.standin.harness import TINY_BENCH
+
+if TYPE_CHECKING:  # the distributed scaffolding is imported only by a test that kills a worker
+    from jobs.core.events import Event
+    from jobs.core.plans import BatchPlan
+    from tests.jobs.test_distributed import Site, Worker
+
+# The tiny server every stand-in preset runs (the stand-in reads only what its modes need).
+STANDIN_SERVER: dict[str, Any] = {
+    "model-path": "/models/tiny-llama", "tp-size": 1, "mem-fraction-static": 0.8,
+    "cuda-graph-max-bs": 8,
+}
+
+
+def standin_preset(
+    name: str,
+    *,
+    description: str | None = None,
+    queue: str | None = None,
+    reps: int = 1,
+    min_effect_pct: float | None = 2.0,
+    bench_s: float = 20,
+    bench: Mapping[str, Any] | None = None,
+    server_args: Mapping[str, Any] | None = None,
+    env: Mapping[str, str] | None = None,
+    approaches: Sequence[Mapping[str, Any]] | None = (),
+    overridable: Sequence[str] | None = (),
+    **more: Any,
+) -> str:
+    """The YAML of a stand-in SGLang preset named `name`: its tiny server and bench with
+    `server_args` and `bench` over them (a key set to None is left out), the baseline's `env`,
+    the `approaches` (mappings as a preset writes them: name, hypothesis, server_args, env...),
+    and `more` top-level keys (warmup, loads, slo, allow_few_samples, sweep...). None leaves a
+    key out (min_effect_pct, overridable, approaches: the preset's defaults)."""
+    preset: dict[str, Any] = {"name": name}
+    if description is not None:
+        preset["description"] = description
+    preset["engine"] = "sglang"
+    if queue is not None:
+        preset["queue"] = queue
+    preset["metric"] = "output_throughput"
+    if min_effect_pct is not None:
+        preset["min_effect_pct"] = min_effect_pct
+    preset["reps"] = reps
+    preset["timeouts"] = {"startup_s": 60, "bench_s": bench_s}
+    preset["bench"] = _over(TINY_BENCH, bench)
+    preset.update(more)
+    if overridable is not None:
+        preset["overridable"] = list(overridable)
+    preset["baseline"] = {"server_args": _over(STANDIN_SERVER, server_args),
+                          "env": dict(env or {})}
+    if approaches is not None:
+        preset["approaches"] = [dict(approach) for approach in approaches]
+    return yaml.safe_dump(preset, sort_keys=False, allow_unicode=True)
+
+
+def _over(base: Mapping[str, Any], changes: Mapping[str, Any] | None) -> dict[str, Any]:
+    out = {**base, **(changes or {})}
+    return {key: value for key, value in out.items() if value is not None}
+
+
+@dataclass
+class KilledWorker:
+    """A batch on a real `specbench worker` (`worker`), the test's subscription to every batch's
+    events (`sub`), and the worker it starts once it has killed the first (`restart`)."""
+
+    site: Site
+    queue: str
+    worker: Worker
+    dispatcher: Any = None
+    sub: Any = None
+    batch: str = ""
+    restarted: Worker | None = None
+
+    def submit(self, plan: BatchPlan) -> str:
+        """The batch of `plan`, queued: its ID."""
+        self.batch = self.dispatcher.submit(plan, requested_by="U1").batch.id
+        return self.batch
+
+    def wait(self, until: Callable[[Event], bool], *, timeout: float) -> list[Event]:
+        """The events up to the first that `until` holds for."""
+        from tests.jobs.test_distributed import collect
+
+        return collect(self.sub, until, timeout=timeout)
+
+    def restart(self) -> Worker:
+        """Another worker on the queue: it finds the batch its predecessor left."""
+        from tests.jobs.test_distributed import Worker
+
+        self.restarted = Worker(self.site, self.queue)
+        return self.restarted
+
+    def resume(self, *, timeout: float) -> list[Event]:
+        """Restart, then the events until the batch ends."""
+        from tests.jobs.test_distributed import is_end
+
+        self.restart()
+        return self.wait(is_end(self.batch), timeout=timeout)
+
+
+@contextmanager
+def killed_worker(site: Site, queue: str) -> Iterator[KilledWorker]:
+    """A worker on `queue`, a distributed dispatcher and the test's subscription to its events;
+    the test submits its batch (`run.submit`), kills the worker (`run.worker.kill9()`, or a
+    signal of its own) and resumes. On the way out the restarted worker, the first one, the
+    subscription and the dispatcher are stopped, whatever happened."""
+    from tests.jobs.test_distributed import Worker, dispatcher
+
+    run = KilledWorker(site=site, queue=queue, worker=Worker(site, queue))
+    d = run.dispatcher = dispatcher(site)
+    try:
+        run.sub = d.subscribe()
+        yield run
+    finally:
+        if run.restarted is not None:
+            run.restarted.stop()
+        run.worker.stop()
+        if run.sub is not None:
+            run.sub.close()
+        d.close()
