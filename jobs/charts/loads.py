@@ -18,7 +18,7 @@ import textwrap
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jobs.charts.files import ChartFile
+from jobs.charts.chart_file import ChartFile
 from jobs.charts.labels import PointLabel, place_labels
 from jobs.charts.summary import chart_title
 from jobs.charts.sweep import axis_label, pareto_front
