@@ -4,7 +4,7 @@
 The watch knows the last good and the first bad point's stacks as fingerprints (the engine's
 release, torch, CUDA, NCCL...), not by the stacks file's names. An end is the file's stack that
 agrees with it on the engine's release and every component the change moved, else the point's
-own stack, named by its engine's release and batch ("sglang 0.5.23 (batch b-2)"): the watch may
+own stack, named by its engine's release and batch ("<engine> 0.5.23 (batch b-2)"): the watch may
 have run on an interpreter upgraded in place. The stacks between are the file's whose engine
 release lies strictly between the two ends' (a bisection orders stacks by the engine's release);
 with none, `needs` says what a bisection would need installed.
@@ -25,7 +25,7 @@ STACK_PARTS = ("torch", "cuda", "nccl")  # what a stack's interpreter decides, b
 
 
 def release_key(engine: str) -> str:
-    """The fingerprint's key of the engine's release ("sglang" for SGLang)."""
+    """The fingerprint's key of the engine's release (its engine.yaml's `version_key`)."""
     return describe(engine).version_key or engine
 
 
