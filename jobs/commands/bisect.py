@@ -88,9 +88,10 @@ def check_form(*, approach: str | None, change: str | None, good: str | None, ba
     nothing `bisect PRESET APPROACH --from --to` names (`preset_options`: those given)."""
     if approach is None:
         if preset_options:
+            verb = "goes" if len(preset_options) == 1 else "go"
             raise UserError(f"bisect WATCH takes the configuration, stacks and values from the "
-                            f"watch's change: {', '.join(preset_options)} go with bisect PRESET "
-                            "APPROACH")
+                            f"watch's change: {', '.join(preset_options)} {verb} with bisect "
+                            "PRESET APPROACH")
         return
     if change is not None:
         raise UserError("--change goes with bisect WATCH, not with bisect PRESET APPROACH")
