@@ -19,7 +19,7 @@ from typing import Any
 from bot.thread.ledger import Ledger
 from jobs.commands.bisect import start_for_change
 from jobs.commands.context import Context
-from jobs.core.watch import Change, WatchRow
+from jobs.core.watch import DISMISSED, Change, WatchRow
 from jobs.errors import UserError
 from jobs.store import Store
 
@@ -37,10 +37,10 @@ async def bisecting(ctx: Context | None, store: Store, watch: WatchRow,
     """What the alert says of a bisection, starting it first where the host has stacks between:
     `{"batch", "from", "to", "stacks", "max_batches"}` once started, `{"from", "to", "needs"}`
     with none between, `{"why"}` when none can run; None when there is nothing to say (no stack
-    explains the change) or no one to start it (`ctx` None). An infrastructure failure (the
-    broker away) is raised: the next tick tries again."""
+    explains the change, or someone dismissed it first) or no one to start it (`ctx` None). An
+    infrastructure failure (the broker away) is raised: the next tick tries again."""
     span = change.data.get("span")
-    if not isinstance(span, dict):
+    if not isinstance(span, dict) or change.state == DISMISSED:  # "not a regression" already
         return None
     if span.get("error"):
         return {"why": str(span["error"])}
