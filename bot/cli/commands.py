@@ -63,23 +63,6 @@ def cmd_run(args: argparse.Namespace) -> int:
             interrupts.close_context(ctx, trap=trap, command="run")
 
 
-def cmd_bisect(args: argparse.Namespace) -> int:
-    from jobs.core.plans import load_preset
-
-    load_preset(args.preset)
-    from jobs.commands import bisect
-
-    ctx = _context()
-    planned = bisect.plan(ctx, bisect.BisectArgs(
-        preset=args.preset, approach=args.approach, good=args.good, bad=args.bad,
-        before=args.before, after=args.after, sets=args.sets, reps=args.reps))
-    with interrupts.Trap() as trap:
-        try:
-            return _run_and_wait(ctx, planned, args, trap=trap)
-        finally:
-            interrupts.close_context(ctx, trap=trap, command="bisect")
-
-
 STORE_POLL_S = 3.0  # how often `run` asks the store whether its batch has ended
 END_GRACE_S = 2.0  # the end event's head start once the store says the batch ended
 
