@@ -10,6 +10,8 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from bot.cli.batch_options import add_reps, add_sets, add_wait
+
 PRESET_ONLY = ("--from", "--to", "--before", "--after", "--set")  # what WATCH brings itself
 
 
@@ -42,13 +44,9 @@ def add_parser(commands: Any, *, seconds: Callable[[str], float], contract: str)
                              "--after; without both, the two stacks are measured first)")
     bisect.add_argument("--after", type=float, metavar="VALUE",
                         help="with PRESET: the configuration's value with the change")
-    bisect.add_argument("--set", dest="sets", action="append", default=[], metavar="KNOB=VALUE",
-                        help="with PRESET: set a knob the preset lists as overridable "
-                             "(repeatable)")
-    bisect.add_argument("--reps", type=int, metavar="N",
-                        help="repetitions per configuration, 1 to 20 (default: the preset's)")
-    bisect.add_argument("--timeout", type=seconds, default=24 * 3600.0, metavar="S",
-                        help="give up after S seconds, at most 604800 (default: 24 hours)")
+    add_sets(bisect, "with PRESET: set a knob the preset lists as overridable (repeatable)")
+    add_reps(bisect)
+    add_wait(bisect, seconds)
     bisect.add_argument("--format", choices=("text", "json"), default="text",
                         help="text (default) or json")
 

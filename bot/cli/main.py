@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import NoReturn
 
 from bot.cli import bisect_cmd, probe_cmd, watch_cmd
+from bot.cli.batch_options import add_reps, add_sets, add_wait
 from jobs.core.engine_info import engine_names
 from jobs.errors import SpecbenchError
 
@@ -77,11 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the engine to run on (default: the preset's)")
     run.add_argument("--queue", metavar="NAME",
                      help="the queue to submit to (default: the preset's, else $SPECBENCH_QUEUE)")
-    run.add_argument("--set", dest="sets", action="append", default=[], metavar="KNOB=VALUE",
-                     help="set a knob the preset lists as overridable, for the baseline and "
-                          "every approach alike (repeatable; VALUE read as a YAML scalar)")
-    run.add_argument("--reps", type=int, metavar="N",
-                     help="repetitions per configuration, 1 to 20 (default: the preset's)")
+    add_sets(run, "set a knob the preset lists as overridable, for the baseline and every "
+                  "approach alike (repeatable; VALUE read as a YAML scalar)")
+    add_reps(run)
     run.add_argument("--rerun-known", action="store_true",
                      help=f"start known dead ends too ({CONTRACT}, \"Memory across batches\")")
     run.add_argument("--stack", metavar="NAME",
@@ -90,8 +89,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--against", metavar="NAME",
                      help="an upgrade check: every configuration on the current stack and "
                           "again on stack NAME, alternating, each judged on NAME against itself")
-    run.add_argument("--timeout", type=_seconds, default=24 * 3600.0, metavar="S",
-                     help="give up after S seconds, at most 604800 (default: 24 hours)")
+    add_wait(run, _seconds)
     run.add_argument("--format", choices=FORMATS, default="text", help=FORMAT_HELP)
 
     analyze = commands.add_parser("analyze", help="re-analyse run records")
