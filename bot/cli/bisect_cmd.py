@@ -53,7 +53,8 @@ def add_parser(commands: Any, *, seconds: Callable[[str], float], contract: str)
 
 def cmd_bisect(args: argparse.Namespace) -> int:
     from bot import interrupts
-    from bot.cli.commands import _context, _run_and_wait
+    from bot.cli.commands import _context
+    from bot.cli.waiting import run_and_wait
     from jobs.commands import bisect
 
     values = {"--from": args.good, "--to": args.bad, "--before": args.before,
@@ -74,6 +75,6 @@ def cmd_bisect(args: argparse.Namespace) -> int:
             before=args.before, after=args.after, sets=args.sets, reps=args.reps))
     with interrupts.Trap() as trap:
         try:
-            return _run_and_wait(ctx, planned, args, trap=trap)
+            return run_and_wait(ctx, planned, args, trap=trap)
         finally:
             interrupts.close_context(ctx, trap=trap, command="bisect")

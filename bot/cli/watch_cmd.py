@@ -98,13 +98,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def _run(ctx: Any, args: argparse.Namespace) -> int:
     from bot import interrupts
-    from bot.cli.commands import _run_and_wait
+    from bot.cli.waiting import run_and_wait
     from jobs.commands import watch_run
 
     row, planned = watch_run.run_plan(ctx, args.watch)
     with interrupts.Trap() as trap:
         try:
-            return _run_and_wait(ctx, planned, args, trap=trap, on_submitted=lambda batch: (
+            return run_and_wait(ctx, planned, args, trap=trap, on_submitted=lambda batch: (
                 ctx.store.set_watch_batch(row.id, batch)))
         finally:
             interrupts.close_context(ctx, trap=trap, command="watch run")
