@@ -1,5 +1,5 @@
 """`specbench run`'s wait when no end event ever comes: the store's word ends it, with the
-usual outcome for each terminal state (a unit test of `_run_and_wait`; tests/bot/test_redis_away
+usual outcome for each terminal state (a unit test of `bot.cli.waiting.run_and_wait`; tests/bot/test_redis_away
 has the real processes)."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from bot.cli import commands
+from bot.cli import waiting
 from jobs.core.events import Event
 from jobs.errors import InfraError, UserError
 
@@ -45,8 +45,8 @@ class StoreSays:
 def wait(monkeypatch: pytest.MonkeyPatch, store: StoreSays) -> tuple[int, str, str]:
     from jobs.commands import run
 
-    monkeypatch.setattr(commands, "STORE_POLL_S", 0.2)
-    monkeypatch.setattr(commands, "END_GRACE_S", 0.2)
+    monkeypatch.setattr(waiting, "STORE_POLL_S", 0.2)
+    monkeypatch.setattr(waiting, "END_GRACE_S", 0.2)
     row = SimpleNamespace(id="b-quiet", state="queued")
     monkeypatch.setattr(run, "submit", lambda ctx, plan: SimpleNamespace(
         submitted=SimpleNamespace(batch=row, live_workers=1)))
@@ -62,7 +62,7 @@ def wait(monkeypatch: pytest.MonkeyPatch, store: StoreSays) -> tuple[int, str, s
     from bot import interrupts
 
     with interrupts.Trap() as trap:
-        code = commands._run_and_wait(ctx, SimpleNamespace(queue="default"), args, trap=trap)
+        code = waiting.run_and_wait(ctx, SimpleNamespace(queue="default"), args, trap=trap)
     return code, out.getvalue(), err.getvalue()
 
 

@@ -230,5 +230,7 @@ def test_vllm_speculation_wins_at_one_request_and_loses_at_sixteen(
     assert [r.status for r in runs] == ["ok", "ok"], runs[1].log_tail
     ratio = [medians(e, "output_throughput") / medians(b, "output_throughput")
              for b, e in zip(runs[0].by_load, runs[1].by_load, strict=True)]
-    assert ratio[0] > 1.2 and ratio[2] < 0.9, ratio
+    # wins at one request, loses at sixteen, less with each level (the figures are wall-clock
+    # rates: their size is the bench's, the order is this test's)
+    assert ratio[0] > 1 > ratio[2] and ratio[0] > ratio[1] > ratio[2], ratio
     vllm.assert_clean()
