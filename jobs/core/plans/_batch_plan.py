@@ -53,6 +53,9 @@ class BatchPlan:
     slo: dict[str, float] = field(default_factory=dict)  # upper limits on result keys
     # {"knob", "from", "max"}: each server's capacity under the SLO searched (jobs.core.capacity)
     capacity: dict[str, Any] | None = None
+    # {"path", "categories", "per_category", "output_len"}: each server benchmarked on every
+    # category of the workload instead of synthetic prompts (jobs.core.workloads)
+    workload: dict[str, Any] | None = None
     evidence: tuple[str, ...] = ()  # what the worker measures before the servers (collectives)
     # a queued collectives probe (`probe` from chat): its request as asked, and no configs
     probe: dict[str, Any] | None = None
