@@ -18,6 +18,8 @@ from typing import Any
 
 from jobs.core.records import STATUSES, RunRecord
 
+DIGITS = 9  # a mean's decimals: its float's last bits are noise, not measurement
+
 
 def by_category(record: RunRecord) -> list[dict[str, Any]]:
     """The run at each category of its workload, in order; [] for a run of a batch without."""
@@ -80,10 +82,10 @@ def mean_metrics(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
         if not all(isinstance(v, list) for v in lists):
             continue
         reps = min(len(v) for v in lists if isinstance(v, list))
-        out[key] = [sum(float(v[i]) for v in lists if isinstance(v, list)) / len(lists)
-                    for i in range(reps)]
+        out[key] = [round(sum(float(v[i]) for v in lists if isinstance(v, list)) / len(lists),
+                          DIGITS) for i in range(reps)]
     lengths = [float(m["accept_length"]) for m in measured if _is_number(m.get("accept_length"))]
-    out["accept_length"] = sum(lengths) / len(lengths) if lengths else None
+    out["accept_length"] = round(sum(lengths) / len(lengths), DIGITS) if lengths else None
     return out
 
 

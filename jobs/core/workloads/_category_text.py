@@ -12,10 +12,11 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobs.core.units import with_unit
-from jobs.core.workloads._category_verdicts import names_text, short
+from jobs.core.workloads._category_verdicts import names_text
 
 SEPARATOR = " · "
 ROW_WIDTH = 100  # a text line of cells wraps before this many characters
+MEASURED = ("improved", "regressed", "unchanged", "inconclusive")
 MARKS = {"improved": "▲", "regressed": "▼", "unchanged": "=", "inconclusive": "?",
          "failed": "✗", "cancelled": "■", "skipped": "·"}
 
@@ -49,9 +50,9 @@ def category_cell(entry: Mapping[str, Any], *, compact: bool = False) -> str:
     shown = f"{entry.get('category')} {word}"
     if verdict == "failed":
         return shown + ("" if compact else f" ({entry.get('cause') or 'crash'})")
-    detail = short(dict(entry, reason=None))
-    if detail not in (verdict, "inconclusive", "not reached", "cancelled"):
-        shown += f" {detail}"
+    delta = entry.get("delta_pct")
+    if verdict in MEASURED and isinstance(delta, int | float):
+        shown += f" {delta:+.1f}%"
     accept = entry.get("accept_length")
     if not compact and isinstance(accept, int | float):
         shown += f" (accept {accept:.2f})"

@@ -116,6 +116,9 @@ def short(entry: dict[str, Any]) -> str:
         return str(entry.get("cause") or "failed")
     if verdict in ("skipped", "cancelled"):
         return WORDS[verdict]
-    if delta is not None and entry.get("reason") == "noise":
-        return f"{delta:+.1f}% noisy"
+    if delta is not None:
+        return f"{delta:+.1f}% {REASONS.get(str(entry.get('reason')), 'inconclusive')}"
     return "inconclusive"
+
+
+REASONS = {"noise": "noisy", "one-rep": "one repetition", "host-drift": "host drift"}
