@@ -5,12 +5,16 @@ on. The whole path through the CLI and the stand-ins is tests/jobs/test_workload
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from jobs.batches.execution import execute_batch
+from jobs.batches.planning import submit
+from jobs.core.events import LocalChannel
 from jobs.core.plans import parse_preset
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
@@ -25,8 +29,11 @@ from jobs.core.workloads import (
     prompts_of,
     read_workload,
 )
+from jobs.engines.sglang.engine import SGLangEngine
 from jobs.errors import PresetError, WorkloadError
+from jobs.store import Store
 from tests.conftest import make_record
+from tests.standin.harness import make_standin
 
 SPEC_BENCH = (
     '{"question_id": 81, "category": "writing", "turns": ["Write a blog post.", "Shorter."]}\n'
@@ -196,3 +203,21 @@ def test_the_prompts_a_run_was_measured_on() -> None:
                                                             "synthetic": True}
     assert prompts_of({}, engine="vllm", workload=True) == {"dataset": "workload",
                                                            "synthetic": False}
+
+
+def test_a_worker_whose_host_cannot_use_the_workload_refuses_the_batch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Distributed mode: the bot's host has no workload to read, the worker that takes the batch
+    does, and a file it cannot use ends the batch `refused` with the line, no server started."""
+    standin = make_standin(tmp_path, monkeypatch)
+    plan = dataclasses.replace(
+        standin.plan(standin.config("baseline", role="baseline"), standin.config("eagle3")),
+        workload={"path": "traffic.jsonl", "categories": None, "per_category": 2,
+                  "output_len": 8})
+    store = Store(f"sqlite:///{tmp_path}/store.db")
+    row, _ = submit(plan, store=store, requested_by="tester")
+    execute_batch(row.id, store=store, sink=LocalChannel(), engine=SGLangEngine())
+    found = store.get_batch(row.id)
+    assert found is not None and found.state == "refused"
+    assert "workloads/traffic.jsonl: no such file" in str(found.error)
+    assert standin.notes("server") == [] and store.records(row.id) == []
