@@ -144,8 +144,7 @@ class Levels:
         if self.with_loads:
             self._restore()
 
-    def refusal(self) -> Ending | None:
-        """The run's end before it starts (none: levels always can)."""
+    def refusal(self) -> Ending | None:  # levels always can start (a workload may not)
         return None
 
     @property

@@ -133,8 +133,8 @@ class _Run:
         return ending
 
     def _repeat(self) -> _Ending | None:
-        """The repetitions, until one ends the run or `stop_early` holds (without loads or a
-        capacity search: a point is judged at every level it reaches)."""
+        """The repetitions, until one ends the run or `stop_early` holds (at one point only: a
+        point is judged at every level or category it reaches)."""
         reps, level = self.ctx.plan.reps, self.level
         for rep in range(1, reps + 1):
             self.ctx.on_phase("repetition", level.tag({"rep": rep, "of": reps}))
@@ -142,9 +142,7 @@ class _Run:
             if ending is not None:
                 return ending
             got = level.samples.get(self.ctx.plan.metric, [])
-            plan = self.ctx.plan
-            if rep < reps and self.ctx.stop_early and plan.loads is None \
-                    and plan.capacity is None and plan.workload is None \
+            if rep < reps and self.ctx.stop_early and not self.ctx.plan.is_multipoint \
                     and self.ctx.stop_early(got):
                 level.stopped_early = rep
                 self.notes.append(f"specbench: stopped after repetition {rep} of "

@@ -52,7 +52,7 @@ EAGLE = {"STANDIN_SPEC_GAIN": "0.4", "STANDIN_ACCEPT_LENGTH": "2.6", "STANDIN_TR
 NO_DATASET = {"dataset-name": None, "random-input-len": None, "random-output-len": None,
               "random-range-ratio": None, "num-prompts": None}
 WORKLOAD = {"path": "spec-bench/question.jsonl", "categories": CATEGORIES, "per_category": 2,
-            "output_len": 8}
+            "output_len": 16}
 
 
 @dataclass
@@ -112,7 +112,7 @@ bench: {{max-concurrency: 1, temperature: 0.0}}
 workload: {workload}
 baseline:
   server_args: {{model: /models/tiny}}
-  env: {{STANDIN_STARTUP_S: "0.2", STANDIN_THROUGHPUT: "400", STANDIN_INFO_FILE: "{info}"}}
+  env: {{STANDIN_STARTUP_S: "0.2", STANDIN_THROUGHPUT: "120", STANDIN_INFO_FILE: "{info}"}}
 approaches:
   - name: eagle3
     hypothesis: drafts cut the target's passes
@@ -168,6 +168,9 @@ def test_three_categories_give_per_category_verdicts_and_a_mixed_one(ran: Ran,
     assert eagle["verdict"] == "mixed"
     assert eagle["why"].startswith(
         "improved on conversation and code, regressed on summarization: "), eagle["why"]
+    assert eagle["crossover"] == {"improved": ["conversation", "code"],
+                                  "regressed": ["summarization"],
+                                  "text": eagle["why"].split(": ", 1)[0]}
     accept = {e["category"]: e["accept_length"] for e in eagle["by_category"]}
     assert accept["summarization"] < accept["conversation"] < accept["code"], accept
     assert [e["category"] for e in report["baseline"]["by_category"]] == CATEGORIES

@@ -98,6 +98,12 @@ class BatchPlan:
         return ran
 
     @property
+    def is_multipoint(self) -> bool:
+        """Whether each server is measured at several points: load levels, a capacity search,
+        a workload's categories (a sweep's point is then judged at every one of them)."""
+        return self.loads is not None or self.capacity is not None or self.workload is not None
+
+    @property
     def is_probe(self) -> bool:
         return self.probe is not None
 

@@ -2,7 +2,8 @@
 that ran one adds to its report. The report's `workload` (the file, its hash, each category's
 prompts), the baseline's `by_category` (its value, status and accept length at each category)
 and each result's `by_category` (`{"category", "verdict", "cause", "value", "delta_pct",
-"accept_length", "why"}`). A batch without a workload gets none of these keys.
+"accept_length", "why"}`), a mixed one's `crossover` (the categories it improved and regressed
+on, and the words). A batch without a workload gets none of these keys.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from jobs.core.workloads._category_records import (
     category_accept,
     category_names,
 )
+from jobs.core.workloads._category_verdicts import names_text
 
 RESULT_KEYS = ("category", "verdict", "cause", "value", "delta_pct", "accept_length", "why")
 
@@ -47,6 +49,18 @@ def add_categories(
     for result, verdict in zip(report["results"], verdicts, strict=True):
         result["by_category"] = [{k: e.get(k) for k in RESULT_KEYS}
                                  for e in verdict.categories] or None
+        if verdict.verdict == "mixed" and verdict.categories:
+            result["crossover"] = crossover(verdict.categories)
+
+
+def crossover(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Where a mixed result wins and loses, as a leveled result's crossover is shaped (what the
+    digest and a sweep's line quote): the categories improved, those regressed, and the text
+    ("improved on conversation and code, regressed on summarization")."""
+    ups = [e["category"] for e in entries if e["verdict"] == "improved"]
+    downs = [e["category"] for e in entries if e["verdict"] == "regressed"]
+    return {"improved": ups, "regressed": downs,
+            "text": f"improved on {names_text(ups)}, regressed on {names_text(downs)}"}
 
 
 def _baseline_at(baseline: RunRecord, name: str, *, metric: Metric) -> dict[str, Any]:
