@@ -24,7 +24,7 @@ from jobs.core.messages import (
     render_text,
     summary_payload,
 )
-from jobs.core.plans import Preset
+from jobs.core.plans import BatchRow, Preset
 from jobs.core.probe_text import asked_text as probe_asked
 from jobs.core.watch import (
     Change,
@@ -213,12 +213,23 @@ def watch_acked(data: Acked) -> str:
     return f"change {change.id} of watch {data.watch} was already {verb} by {by} at {at}"
 
 
-def watch_alert(change: Change, *, watch: WatchRow) -> dict[str, Any]:
-    """The alert (a confirmed change) as a chat.postMessage payload, with its buttons."""
+def watch_alert(change: Change, *, watch: WatchRow,
+                bisecting: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The alert (a confirmed change) as a chat.postMessage payload, with its buttons; with
+    `bisecting`, the bisection it started (`batch`) or what one would need (`needs`), or why
+    none runs (`why`)."""
     context = {"c": change, "w": watch, "headline": headline(change),
-               "diff": diff_text(list(change.data.get("stack_diff") or []))}
+               "diff": diff_text(list(change.data.get("stack_diff") or [])),
+               "bisecting": bisecting or {}}
     text = render_text("watch_alert", **context)
     return render_blocks("watch_alert", fallback=text, text=text, **context)
+
+
+def watch_bisected(change: Change, *, watch: WatchRow, row: BatchRow) -> dict[str, Any]:
+    """The end of the bisection a confirmed change started, in the watch's thread."""
+    found = (row.report or {}).get("bisect")
+    return watch_line(render_text("watch_bisect", w=watch, c=change, row=row,
+                                  b=found if isinstance(found, dict) else None).strip())
 
 
 def watch_line(text: str) -> dict[str, Any]:

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bot import views
+from bot.chat.bisect_line import parse_bisect
+from bot.chat.options import SHOWN_CHARS, flag, parse_options, valued
 from bot.chat.probe_line import parse_probe
 from bot.chat.watch_line import access_name, parse_watch
 from bot.thread.messages import Upload
@@ -51,7 +53,6 @@ MAX_LINE_CHARS = 4_000
 (shlex is pure Python: a 900,000-character line took 12 s, while every other command waited),
 and no command needs more: a preset name is at most 128 characters, and a few `--set` values fit
 many times over."""
-SHOWN_CHARS = 40  # of an unknown word quoted back in an answer
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,7 @@ class _RunOptions:
 
 def _run_options(args: list[str], *, usage: str, words: int) -> _RunOptions:
     """`--set`, `--reps` and `--rerun-known`, and exactly `words` other words."""
-    rerun_known, args = _flag(args, "--rerun-known")
+    rerun_known, args = flag(args, "--rerun-known")
     _, sets, reps, rest = parse_options(args, usage=usage)
     if len(rest) != words:
         raise UserError(f"usage: {usage}")
@@ -129,36 +130,12 @@ def _run_options(args: list[str], *, usage: str, words: int) -> _RunOptions:
 def _run(args: list[str], ctx: Context, key: str | None) -> Reply:
     usage = ("run PRESET [--set KNOB=VALUE]... [--reps N] [--rerun-known] [--stack NAME] "
              "[--against NAME]")
-    stack, args = _valued(args, "--stack", usage=usage)
-    against, args = _valued(args, "--against", usage=usage)
+    stack, args = valued(args, "--stack", usage=usage)
+    against, args = valued(args, "--against", usage=usage)
     got = _run_options(args, usage=usage, words=1)
     return _started(run.run(ctx, run.RunArgs(preset=got.words[0], sets=got.sets, reps=got.reps,
                                              rerun_known=got.rerun_known, stack=stack,
                                              against=against), idempotency_key=key))
-
-
-def _flag(args: list[str], flag: str) -> tuple[bool, list[str]]:
-    """Whether `flag` (an option without a value) is among `args`, and the rest."""
-    return flag in args, [a for a in args if a != flag]
-
-
-def _valued(args: list[str], flag: str, *, usage: str) -> tuple[str | None, list[str]]:
-    """The value of `flag NAME` (or `flag=NAME`), given at most once, and the other words."""
-    found: list[str] = []
-    rest: list[str] = []
-    words = iter(args)
-    for word in words:
-        option, eq, inline = word.partition("=")
-        if option != flag:
-            rest.append(word)
-            continue
-        value = inline if eq else next(words, None)
-        if not value or value.startswith("--"):
-            raise UserError(f"{flag} needs a value; usage: {usage}")
-        found.append(value)
-    if len(found) > 1:
-        raise UserError(f"{flag} is given {len(found)} times; give it once")
-    return (found[0] if found else None), rest
 
 
 def _retry(args: list[str], ctx: Context, key: str | None) -> Reply:
@@ -171,28 +148,10 @@ def _retry(args: list[str], ctx: Context, key: str | None) -> Reply:
 
 
 def _bisect(args: list[str], ctx: Context, key: str | None) -> Reply:
-    usage = ("bisect PRESET APPROACH --from STACK --to STACK [--before VALUE --after VALUE] "
-             "[--set KNOB=VALUE]... [--reps N]")
-    good, args = _valued(args, "--from", usage=usage)
-    bad, args = _valued(args, "--to", usage=usage)
-    before, args = _valued(args, "--before", usage=usage)
-    after, args = _valued(args, "--after", usage=usage)
-    preset, sets, reps, rest = parse_options(args, usage=usage)
-    if len(rest) != 2 or good is None or bad is None:
-        raise UserError(f"usage: {usage}")
-    data = bisect.bisect(ctx, bisect.BisectArgs(
-        preset=preset, approach=rest[1], good=good, bad=bad, before=_number(before, "--before"),
-        after=_number(after, "--after"), sets=sets, reps=reps), idempotency_key=key)
-    return _started(data)
-
-
-def _number(value: str | None, flag: str) -> float | None:
-    if value is None:
-        return None
-    try:
-        return float(value)
-    except ValueError:
-        raise UserError(f"{flag} needs a number, got {value[:SHOWN_CHARS]!r}") from None
+    line = parse_bisect(args)
+    if isinstance(line, bisect.WatchBisectArgs):
+        return _started(bisect.bisect_watch(ctx, line, idempotency_key=key))
+    return _started(bisect.bisect(ctx, line, idempotency_key=key))
 
 
 def _probe(args: list[str], ctx: Context, key: str | None) -> Reply:
@@ -302,31 +261,3 @@ def split_line(line: str) -> list[str]:
     if words:
         words[0] = words[0].lower()
     return words
-
-
-def parse_options(args: list[str], *, usage: str) -> tuple[str, list[str], int | None, list[str]]:
-    """(first positional, --set values, --reps, positionals) of a command's arguments."""
-    sets: list[str] = []
-    reps: int | None = None
-    rest: list[str] = []
-    words = iter(args)
-    for word in words:
-        option, eq, inline = word.partition("=")
-        if option in ("--set", "--reps"):
-            value = inline if eq else next(words, None)
-            if value is None:
-                raise UserError(f"{option} needs a value; usage: {usage}")
-            if option == "--set":
-                sets.append(value)
-            else:
-                try:
-                    reps = int(value)
-                except ValueError:
-                    raise UserError(f"--reps needs a whole number, got {value!r}") from None
-        elif word.startswith("--"):
-            raise UserError(f"unknown option {option!r}; usage: {usage}")
-        else:
-            rest.append(word)
-    if not rest:
-        raise UserError(f"usage: {usage}")
-    return rest[0], sets, reps, rest

@@ -14,7 +14,8 @@ import uuid
 from collections.abc import Sequence
 from typing import NoReturn
 
-from bot.cli import probe_cmd, watch_cmd
+from bot.cli import bisect_cmd, probe_cmd, watch_cmd
+from bot.cli.batch_options import add_reps, add_sets, add_wait
 from jobs.core.engine_info import engine_names
 from jobs.errors import SpecbenchError
 
@@ -77,11 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="the engine to run on (default: the preset's)")
     run.add_argument("--queue", metavar="NAME",
                      help="the queue to submit to (default: the preset's, else $SPECBENCH_QUEUE)")
-    run.add_argument("--set", dest="sets", action="append", default=[], metavar="KNOB=VALUE",
-                     help="set a knob the preset lists as overridable, for the baseline and "
-                          "every approach alike (repeatable; VALUE read as a YAML scalar)")
-    run.add_argument("--reps", type=int, metavar="N",
-                     help="repetitions per configuration, 1 to 20 (default: the preset's)")
+    add_sets(run, "set a knob the preset lists as overridable, for the baseline and every "
+                  "approach alike (repeatable; VALUE read as a YAML scalar)")
+    add_reps(run)
     run.add_argument("--rerun-known", action="store_true",
                      help=f"start known dead ends too ({CONTRACT}, \"Memory across batches\")")
     run.add_argument("--stack", metavar="NAME",
@@ -90,36 +89,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--against", metavar="NAME",
                      help="an upgrade check: every configuration on the current stack and "
                           "again on stack NAME, alternating, each judged on NAME against itself")
-    run.add_argument("--timeout", type=_seconds, default=24 * 3600.0, metavar="S",
-                     help="give up after S seconds, at most 604800 (default: 24 hours)")
+    add_wait(run, _seconds)
     run.add_argument("--format", choices=FORMATS, default="text", help=FORMAT_HELP)
-
-    bisect = commands.add_parser(
-        "bisect", help="the first of the host's stacks where a configuration's change appears",
-        description="Bisect the host's stacks between GOOD (without the change) and BAD (with "
-                    "it): the first stack where the configuration changes, one batch per stack "
-                    "measured, at most ceil(log2(n)) of them.",
-        epilog=f"See {CONTRACT}, \"Stacks\".")
-    bisect.add_argument("preset", metavar="PRESET", help="a preset name or a path to a YAML file")
-    bisect.add_argument("approach", metavar="APPROACH",
-                        help="the configuration: one of the preset's approaches, or baseline")
-    bisect.add_argument("--from", dest="good", required=True, metavar="STACK",
-                        help="the stack without the change")
-    bisect.add_argument("--to", dest="bad", required=True, metavar="STACK",
-                        help="the stack with the change")
-    bisect.add_argument("--before", type=float, metavar="VALUE",
-                        help="the configuration's value without the change (with --after; "
-                             "without both, the two stacks are measured first)")
-    bisect.add_argument("--after", type=float, metavar="VALUE",
-                        help="the configuration's value with the change")
-    bisect.add_argument("--set", dest="sets", action="append", default=[], metavar="KNOB=VALUE",
-                        help="set a knob the preset lists as overridable (repeatable)")
-    bisect.add_argument("--reps", type=int, metavar="N",
-                        help="repetitions per configuration, 1 to 20 (default: the preset's)")
-    bisect.add_argument("--timeout", type=_seconds, default=24 * 3600.0, metavar="S",
-                        help="give up after S seconds, at most 604800 (default: 24 hours)")
-    bisect.add_argument("--format", choices=("text", "json"), default="text",
-                        help="text (default) or json")
 
     analyze = commands.add_parser("analyze", help="re-analyse run records")
     analyze.add_argument("runs", metavar="RUNS.jsonl", help="run records, one JSON per line")
@@ -194,6 +165,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help=FORMAT_HELP.replace("the report", "the digest"))
     digest.add_argument("--chart", metavar="FILE.png",
                         help="also write the digest's trend chart to FILE.png")
+    bisect_cmd.add_parser(commands, seconds=_seconds, contract=CONTRACT)
     probe_cmd.add_parser(commands, seconds=_seconds, contract=CONTRACT)
     watch_cmd.add_parser(commands, seconds=_seconds, contract=CONTRACT)
     return parser
@@ -213,7 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         from bot.cli import commands
 
-        module = {"probe": probe_cmd, "watch": watch_cmd}.get(args.command, commands)
+        module = {"bisect": bisect_cmd, "probe": probe_cmd, "watch": watch_cmd}.get(
+            args.command, commands)
         return int(getattr(module, f"cmd_{args.command}")(args))
     except SpecbenchError as exc:
         print(f"specbench {args.command}: error: {exc}", file=sys.stderr)

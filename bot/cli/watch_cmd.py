@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from bot.cli.batch_options import add_sets, add_wait
+
 FORMATS = ("text", "json")
 FORMAT_HELP = "text (default) or json (docs/contracts.md's shape)"
 ID_HELP = "the watch's id, as `watch list` shows it"
@@ -31,8 +33,7 @@ def add_parser(commands: Any, *, seconds: Callable[[str], float], contract: str)
                           "than hourly")
     add.add_argument("--at", metavar="HH:MM", help="the time of day, UTC (default: 02:00)")
     add.add_argument("--queue", metavar="NAME", help="the queue (default: the preset's)")
-    add.add_argument("--set", dest="sets", action="append", default=[], metavar="KNOB=VALUE",
-                     help="as `run --set` (repeatable)")
+    add_sets(add, "as `run --set` (repeatable)")
     listing = subs.add_parser("list", help="the watches")
     listing.add_argument("--format", choices=FORMATS, default="text", help=FORMAT_HELP)
     show = subs.add_parser("show", help="a watch: its series, changes and precision")
@@ -46,8 +47,7 @@ def add_parser(commands: Any, *, seconds: Callable[[str], float], contract: str)
         subs.add_parser(name, help=what).add_argument("watch", metavar="ID", help=ID_HELP)
     run = subs.add_parser("run", help="run a watch once now and wait for it")
     run.add_argument("watch", metavar="ID", help=ID_HELP)
-    run.add_argument("--timeout", type=seconds, default=24 * 3600.0, metavar="S",
-                     help="give up after S seconds, at most 604800 (default: 24 hours)")
+    add_wait(run, seconds)
     run.add_argument("--format", choices=("text", "json", "slack"), default="text",
                      help="how to print the batch's report: text (default), json or slack")
     for name, what in (("ack", "acknowledge a confirmed change"),
@@ -98,13 +98,13 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def _run(ctx: Any, args: argparse.Namespace) -> int:
     from bot import interrupts
-    from bot.cli.commands import _run_and_wait
+    from bot.cli.waiting import run_and_wait
     from jobs.commands import watch_run
 
     row, planned = watch_run.run_plan(ctx, args.watch)
     with interrupts.Trap() as trap:
         try:
-            return _run_and_wait(ctx, planned, args, trap=trap, on_submitted=lambda batch: (
+            return run_and_wait(ctx, planned, args, trap=trap, on_submitted=lambda batch: (
                 ctx.store.set_watch_batch(row.id, batch)))
         finally:
             interrupts.close_context(ctx, trap=trap, command="watch run")

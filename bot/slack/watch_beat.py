@@ -6,7 +6,10 @@ skipped, a batch ended, a blip, an alert (its owner mentioned, its buttons).
 Each message is a part recorded in the store (bot.thread.ledger: scope `watch:<id>` for a night's
 lines, `watch-change:<id>` for a change's), so a tick delivered twice, or a beat restarted in the
 middle, posts each once. Changes are told once their night's batch has ended, after its end line.
-The watches are read from the store at every tick: changing a watch needs no restart.
+A confirmed change the host has stacks for starts its bisection before its alert, which names it
+(bot.slack.watch_bisect: a part too); the bisection's result follows in the thread once it has
+ended, and only then is the change marked told. The watches are read from the store at every
+tick: changing a watch needs no restart.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from typing import Any
 from celery import shared_task
 
 from bot import views
+from bot.slack import watch_bisect
 from bot.slack.client import SlackPoster, make_client
 from bot.thread.ledger import Ledger
 from bot.thread.messages import Message
@@ -27,6 +31,7 @@ from jobs.broker.celery_app import WATCH_TICK
 from jobs.commands.context import Caller, Context
 from jobs.commands.watch_run import TickAction, tick
 from jobs.core.watch import BLIP, Change, WatchRow, outcome_text
+from jobs.errors import InfraError
 from jobs.store import TERMINAL_STATES, Store
 
 log = logging.getLogger(__name__)
@@ -35,13 +40,15 @@ SCHEDULER = Caller(user="specbench-beat", surface="beat")
 _kept: dict[str, Any] = {}  # this beat's store and dispatcher, made at its first tick
 
 
-def news(store: Store, actions: list[TickAction], *, poster: SlackPoster | None) -> None:
-    """Tell each watch's thread what this tick did and what ended since."""
-    asyncio.run(_news(store, actions, poster=poster))
+def news(store: Store, actions: list[TickAction], *, poster: SlackPoster | None,
+         ctx: Context | None = None) -> None:
+    """Tell each watch's thread what this tick did and what ended since; with `ctx` (the
+    scheduler's), start the bisection of each confirmed change the host has stacks for."""
+    asyncio.run(_news(store, actions, poster=poster, ctx=ctx))
 
 
 async def _news(store: Store, actions: list[TickAction], *, poster: SlackPoster | None,
-                ) -> None:
+                ctx: Context | None) -> None:
     watches = {w.id: w for w in store.list_watches()}  # as now: a thread set since counts
     for action in actions:
         log.info("watch %s, slot %s: %s %s", action.watch.id, action.slot.isoformat(),
@@ -57,12 +64,39 @@ async def _news(store: Store, actions: list[TickAction], *, poster: SlackPoster 
         batch = store.get_batch(change.batch)
         if batch is None or batch.state not in TERMINAL_STATES or watch_id not in watches:
             continue
-        watch = watches[watch_id]
-        payload = _change_payload(change, watch)
-        await _post(store, watch, poster=poster, scope=f"watch-change:{change.id}", part="message",
-                    payload=payload)
-        assert change.id is not None
-        store.mark_change_posted(change.id)
+        if await _told(store, watches[watch_id], change, poster=poster, ctx=ctx):
+            assert change.id is not None
+            store.mark_change_posted(change.id)
+
+
+async def _told(store: Store, watch: WatchRow, change: Change, *, poster: SlackPoster | None,
+                ctx: Context | None) -> bool:
+    """A settled change told in its watch's thread: a blip's line, or the alert (with the
+    bisection it starts) and, in a thread, the bisection's result once it has ended. False:
+    there is more to tell on a later tick."""
+    scope = watch_bisect.scope_of(change)
+    if change.state == BLIP:
+        payload = views.watch_line(f"Watch {watch.id}: {outcome_text(change)}")
+        await _post(store, watch, poster=poster, scope=scope, part="message", payload=payload)
+        return True
+    try:
+        bisecting = await watch_bisect.bisecting(ctx, store, watch, change)
+    except InfraError as exc:
+        log.warning("watch %s, change %s: its bisection cannot start now (%s); next tick",
+                    watch.id, change.id, exc)
+        return False
+    await _post(store, watch, poster=poster, scope=scope, part="message",
+                payload=views.watch_alert(change, watch=watch, bisecting=bisecting))
+    batch = (bisecting or {}).get("batch")
+    if batch is None or poster is None or watch.channel is None or watch.thread_ts is None:
+        return True  # no bisection, or no thread to tell its result in (its report has it)
+    row = store.get_batch(str(batch))
+    if row is not None and row.state not in TERMINAL_STATES:
+        return False
+    if row is not None:
+        await _post(store, watch, poster=poster, scope=scope, part=watch_bisect.RESULT,
+                    payload=views.watch_bisected(change, watch=watch, row=row))
+    return True
 
 
 async def _ended(store: Store, watch: WatchRow, *, poster: SlackPoster | None) -> None:
@@ -79,12 +113,6 @@ async def _ended(store: Store, watch: WatchRow, *, poster: SlackPoster | None) -
     payload = views.watch_night(watch=watch, outcome="ended", batch=row.id, state=row.state,
                                 error=row.error if row.state != "done" else None, found=found)
     await _post(store, watch, poster=poster, scope=scope, part=part, payload=payload)
-
-
-def _change_payload(change: Change, watch: WatchRow) -> dict[str, Any]:
-    if change.state == BLIP:
-        return views.watch_line(f"Watch {watch.id}: {outcome_text(change)}")
-    return views.watch_alert(change, watch=watch)
 
 
 async def _post(
@@ -133,5 +161,5 @@ def watch_tick() -> int:
     store = _store()
     ctx = Context(store=store, caller=SCHEDULER, make_dispatcher=lambda: _dispatcher(store))
     actions = tick(ctx)
-    news(store, actions, poster=_poster())
+    news(store, actions, poster=_poster(), ctx=ctx)
     return sum(1 for a in actions if a.outcome == "started")

@@ -9,11 +9,16 @@ the configuration, on that stack), at most ceil(log2(n)) of them for n candidate
 (jobs.core.stacks.Bisection). Without the values before and after the change, one upgrade check
 of the two ends comes first (`--stack GOOD --against BAD`): it says whether there is a change at
 all, and its two values. Its report is the bisection's (`"bisect"`), not a batch's.
+
+A watch's change (`bisect WATCH`) brings its ends as the watch saw them, fingerprints: the host's
+stacks between them are found here (`host_span`, jobs.core.stacks.watch_span), and each stack's
+value is the watch's key, configuration and load level as the watch's series measures it.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -21,18 +26,23 @@ from typing import Any
 from jobs.batches import stacks
 from jobs.core.engine_info import describe
 from jobs.core.events import Event, EventSink, make_event
-from jobs.core.plans import BatchPlan, BatchRow
+from jobs.core.plans import BatchPlan, BatchRow, load_label
+from jobs.core.records import RunRecord
 from jobs.core.stacks import (
     Bisection,
+    Span,
     by_values,
     diff_text,
+    load_stacks,
     need_stacks,
     needed,
     order_stacks,
     stack_diff,
+    watch_span,
 )
 from jobs.core.stacks import between as stacks_between
 from jobs.core.verdicts import is_better
+from jobs.core.watch import SeriesKey, judged_keys, points_of
 from jobs.engines.stack_check import check_stack
 from jobs.errors import UserError
 from jobs.store import TERMINAL_STATES, Store
@@ -60,8 +70,15 @@ def execute_bisect(row: BatchRow, *, store: Store, sink: EventSink, execute: Exe
     """Run (or resume) a bisect batch to its report."""
     plan, host = row.plan, socket.gethostname()
     asked = dict(plan.bisect or {})
+    span: Span | None = None
     try:
-        fingerprints, names = candidates(plan, good=asked["from"], bad=asked["to"])
+        if is_watch_bisect(asked):  # `bisect WATCH`: the ends are the watch's points' stacks
+            span = host_span(plan, asked)
+            fingerprints = {name: dict(fp) for name, fp in span.stacks.items()}
+            names = list(span.candidates)
+            asked.update({"from": span.good, "to": span.bad})
+        else:
+            fingerprints, names = candidates(plan, good=asked["from"], bad=asked["to"])
     except UserError as exc:
         error = f"the bisection cannot run on {host}: {exc}"[:500]
         store.set_state(row.id, "refused", host=host, error=error)
@@ -97,7 +114,10 @@ def execute_bisect(row: BatchRow, *, store: Store, sink: EventSink, execute: Exe
         if value is None:
             break
         state = state.measured(stack, has_change=judge(value))
-    worse = not is_better(float(after), float(before), lower_is_better=plan.lower_is_better)
+    if asked.get("direction") is not None:  # a watch's change: its key's own way
+        worse = asked["direction"] == "regression"
+    else:
+        worse = not is_better(float(after), float(before), lower_is_better=plan.lower_is_better)
     found["direction"] = "slower" if worse else "faster"
     if state.first is not None:
         previous = state.before(asked["from"])
@@ -106,13 +126,31 @@ def execute_bisect(row: BatchRow, *, store: Store, sink: EventSink, execute: Exe
         found["text"] = f"first {found['direction']} on {state.first}: {diff_text(diff)}"
         if len(names) == 1:
             version_of = describe(plan.engine).version_key
-            found["needs"] = needed(diff, version_of=version_of)
+            found["needs"] = span.needs if span is not None else needed(
+                diff, version_of=version_of)
             found["text"] = (f"no stacks between {asked['from']} and {asked['to']}: the change "
                              f"came between them ({diff_text(diff)}); to narrow it down this "
                              f"host would need {found['needs']}")
     else:
         found["text"] = "the bisection stopped before it found the first stack with the change"
     return _finish(row, store=store, sink=sink, found=found, cancelled=cancelled())
+
+
+def is_watch_bisect(asked: dict[str, Any]) -> bool:
+    """A bisection of a watch's change (`bisect WATCH`), not one between two named stacks."""
+    return asked.get("change") is not None
+
+
+def host_span(plan: BatchPlan, asked: dict[str, Any]) -> Span:
+    """A watch's change (`Change.bisect()`) among this host's stacks of the plan's engine, each
+    fingerprinted by its own interpreter; a host without a stacks file has none between."""
+    found = load_stacks()
+    specs = [] if found is None else found.of_engine(plan.engine)
+    key = describe(plan.engine).version_key or plan.engine
+    fingerprints = {s.name: stacks.engine_on(plan.engine, s).fingerprint() for s in specs}
+    versions = {name: fp.get(key) for name, fp in fingerprints.items()}
+    return watch_span(order_stacks(specs, versions=versions), fingerprints=fingerprints,
+                      asked=asked, engine=plan.engine)
 
 
 def candidates(plan: BatchPlan, *, good: str, bad: str
@@ -154,9 +192,13 @@ class _Parts:
         return dataclasses.replace(self.row.plan, bisect=None, part_of=self.row.id, **fields)
 
     def value_on(self, stack: str) -> tuple[float | None, str]:
-        """The configuration's median on `stack` (None: it measured nothing), and its batch."""
+        """The configuration's median on `stack` (None: it measured nothing), and its batch: on
+        the preset's metric, or on a watch's key and load level as the watch measures it."""
         approach = self.row.plan.configs[-1].approach
         batch, report = self._report(self._plan(stack=stack), key=stack, stack=stack)
+        asked = self.row.plan.bisect or {}
+        if is_watch_bisect(asked):
+            return watched_value(self.row.plan, self.store.records(batch), asked=asked), batch
         if approach == "baseline" or self.row.plan.configs[-1].role == "baseline":
             value = (report.get("baseline") or {}).get("value")
         else:
@@ -176,6 +218,18 @@ class _Parts:
                     "before": None, "after": None}
         return {"batch": batch, "outcome": result["outcome"], "why": result["why"],
                 "before": result["before"], "after": result["value"]}
+
+
+def watched_value(plan: BatchPlan, records: list[RunRecord], *,
+                  asked: dict[str, Any]) -> float | None:
+    """The median of the watch's key, configuration and load level in a part's records, as the
+    watch's series holds it (None: not measured)."""
+    keys = judged_keys(metric=plan.metric, lower_is_better=plan.lower_is_better,
+                       slo=tuple(plan.slo))
+    wanted = SeriesKey(str(asked["approach"]), str(asked["key"]), str(asked.get("load") or ""))
+    points = points_of(records, keys=keys, at=dt.datetime.now(dt.UTC), stack_of=lambda r: {},
+                       load_label=load_label)
+    return next((p.value for p in points if p.key == wanted), None)
 
 
 def _finish(row: BatchRow, *, store: Store, sink: EventSink, found: dict[str, Any],

@@ -139,12 +139,8 @@ def add_sweep(
     return report
 
 
-def _add_section(
-    report: dict[str, Any],
-    plan: BatchPlan,
-    points: Points,
-    confirmation: Mapping[str, Any] | None,
-) -> None:
+def _add_section(report: dict[str, Any], plan: BatchPlan, points: Points,
+                 confirmation: Mapping[str, Any] | None) -> None:
     """The report's `sweep` key, its best point against its parent, and its key achievement
     the confirmation's (the best of many noisy points is not one until confirmed): for a sweep
     that has ended and for one still running alike. Its values are the search's

@@ -5,6 +5,10 @@ the same batch again at once on the same worker (`"confirms": BATCH`, as a sweep
 Everything here resumes from the store: a point or a candidate already stored is kept, and the
 confirmation batch is found again by its idempotency key, so a worker killed mid-confirmation
 settles the night without running anything twice.
+
+A confirmed change with a stack diff keeps where it lies among this host's stacks (`"span"`: the
+stacks between its last good and first bad point, or what a bisection would need), so that its
+alert can say whether a bisection starts.
 """
 
 from __future__ import annotations
@@ -14,10 +18,13 @@ import datetime as dt
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from jobs.batches.bisecting import host_span
 from jobs.core.plans import BatchPlan, BatchRow, load_label
 from jobs.core.records import RunRecord
+from jobs.core.stacks import why_not_bisected
 from jobs.core.watch import (
     CANDIDATE,
+    CONFIRMED,
     Candidate,
     Change,
     SeriesKey,
@@ -30,6 +37,7 @@ from jobs.core.watch import (
     points_of,
     settle,
 )
+from jobs.errors import UserError
 from jobs.evidence.model_revision import model_revision
 from jobs.store import TERMINAL_STATES, Store
 
@@ -104,10 +112,25 @@ def judge_night(
             continue
         outcome = settle(candidate, series=points, confirmation=again.get(change.key),
                          confirming_batch=confirming.id, min_effect_pct=plan.min_effect_pct)
+        if outcome.state == CONFIRMED and (span := stacks_span(plan, outcome)) is not None:
+            outcome = dataclasses.replace(outcome, data={**outcome.data, "span": span})
         assert change.id is not None
         store.settle_change(change.id, outcome)
         settled.append(dataclasses.replace(outcome, id=change.id))
     return [change.to_dict() for change in settled]
+
+
+def stacks_span(plan: BatchPlan, change: Change) -> dict[str, Any] | None:
+    """Where a confirmed change lies among this host's stacks (docs/contracts.md "Stacks",
+    bisect): the stacks between its last good and first bad point, or what a bisection would
+    need; None when no stack can explain it (no stack diff, or an environment change)."""
+    asked = change.bisect()
+    if why_not_bisected(asked, engine=plan.engine) is not None:
+        return None
+    try:
+        return host_span(plan, asked).to_dict()
+    except UserError as exc:  # the host's stacks file cannot be used: the alert says so
+        return {"error": str(exc)}
 
 
 def confirmation_plan(plan: BatchPlan, *, batch_id: str) -> BatchPlan:

@@ -14,7 +14,7 @@ import io
 import textwrap
 from typing import Any
 
-from jobs.charts.files import ChartFile
+from jobs.charts.chart_file import ChartFile
 from jobs.charts.summary import COLOURS, NOTE_BOX, chart_title, fit_notes
 from jobs.core.capacity import Spec, pct, short
 

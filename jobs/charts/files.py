@@ -2,26 +2,22 @@
 levels the metric against load and the load Pareto front (`jobs.charts.loads`), with a capacity
 search each configuration's capacity against the baseline's (`jobs.charts.capacity`), for a
 sweep its landscape and its throughput-against-latency Pareto front (`jobs.charts.sweep`). The
-thread
-uploads them as `{batch}-{suffix}.png`; `show --chart FILE.png` writes them as
+thread uploads them as `{batch}-{suffix}.png`; `show --chart FILE.png` writes them as
 `FILE-{suffix}.png`: the same charts on every surface."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from jobs.charts.capacity import capacity_charts
+from jobs.charts.chart_file import ChartFile
+from jobs.charts.loads import load_charts
 from jobs.charts.sweep import landscape_png, pareto_png
 from jobs.core.levels import Points, point_value
 from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
 
-
-@dataclass(frozen=True)
-class ChartFile:
-    suffix: str  # the file's: "{batch}-{suffix}.png"
-    png: bytes
-    title: str
+__all__ = ["ChartFile", "extra_charts", "sweep_charts"]
 
 
 def extra_charts(
@@ -29,9 +25,6 @@ def extra_charts(
 ) -> list[ChartFile]:
     """Every chart beside the summary chart, in the order they are posted; [] for a batch
     without load levels that is no sweep."""
-    from jobs.charts.capacity import capacity_charts  # they name ChartFile: imported once
-    from jobs.charts.loads import load_charts  # this is
-
     return [*load_charts(report), *capacity_charts(report), *sweep_charts(records, plan=plan)]
 
 

@@ -18,10 +18,10 @@ import textwrap
 from dataclasses import dataclass, replace
 from typing import Any
 
-from jobs.charts.files import ChartFile
+from jobs.charts.axes import axis_label, pareto_front
+from jobs.charts.chart_file import ChartFile
 from jobs.charts.labels import PointLabel, place_labels
 from jobs.charts.summary import chart_title
-from jobs.charts.sweep import axis_label, pareto_front
 from jobs.core.plans import load_label, load_value
 from jobs.core.units import unit_of
 

@@ -18,12 +18,12 @@ import textwrap
 from collections.abc import Mapping
 from typing import Any
 
+from jobs.charts.axes import axis_label, latency_metric, pareto_front
 from jobs.charts.labels import PointLabel, place_labels
 from jobs.core.records import RunRecord
 from jobs.core.sweeps import SweepPlan, show_value
 from jobs.core.units import unit_of
 
-LATENCIES = ("median_itl_ms", "median_ttft_ms")
 TITLE_WIDTH = 80  # characters of a 9-pt title that fit the 7-inch figure
 KEY_WIDTH = 110  # characters of a 6-pt key line
 KEY_LINE_IN = 0.1  # inches a 6-pt line takes
@@ -226,12 +226,6 @@ def _box(x: int, y: int, color: str) -> Any:
     return Rectangle((x - 0.5, y - 0.5), 1, 1, fill=False, edgecolor=color, lw=2.5)
 
 
-def axis_label(metric: str, better: str) -> str:
-    """'output_throughput (tok/s, higher is better)'; the unit left out when unknown."""
-    unit = unit_of(metric)
-    return f"{metric} ({unit + ', ' if unit else ''}{better})"
-
-
 def _value(values: Mapping[str, float | None], name: str) -> float:
     value = values.get(name)
     return float("nan") if value is None or not math.isfinite(value) else float(value)
@@ -250,23 +244,6 @@ def _shown(value: float, metric: str) -> str:
 def _measured(sweep: SweepPlan, values: Mapping[str, float | None]) -> str:
     run = len([p for p in sweep.points if p.approach in values])
     return f"{run} of {len(sweep.points)} points measured ({sweep.search})"
-
-
-def latency_metric(records: list[RunRecord]) -> str | None:
-    """The latency the records carry (ITL first, then TTFT), or None."""
-    for name in LATENCIES:
-        if any(r.samples(name) for r in records):
-            return name
-    return None
-
-
-def pareto_front(points: list[tuple[str, float, float]]) -> list[str]:
-    """(name, throughput, latency) -> the names no other point beats on both, by throughput."""
-    front = [name for name, tput, lat in points
-             if not any(t >= tput and la <= lat and (t > tput or la < lat)
-                        for other, t, la in points if other != name)]
-    order = {name: tput for name, tput, _ in points}
-    return sorted(front, key=lambda n: order[n])
 
 
 def pareto_png(records: list[RunRecord], *, metric: str) -> bytes | None:

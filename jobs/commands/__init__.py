@@ -12,7 +12,7 @@ only parse their input, call a command here and render its data with the same te
     history  the last batches                                 -> list of summary lines
     compare  two stored batches side by side                  -> comparison dict
     probe    a collectives probe queued on the GPU host           -> Started
-    bisect   the first stack where a configuration changes    -> Started
+    bisect   the first stack where a change appears (a watch's too) -> Started
     watch    regression watches: add, list, show, pause, resume, stop -> WatchRow, WatchShown
              (`watch_run`: run one now -> Started, ack or dismiss a change -> Acked, the
              scheduler's tick -> TickAction list)

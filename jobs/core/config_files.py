@@ -1,13 +1,41 @@
-"""The top level of a config file of ours, checked alike in every one (the failure rules, an
-engine's flag tables): a mapping of known keys only. A problem is one PresetError line that
-names the file and the keys it may hold."""
+"""A config file of ours read alike in every one. `read_text`: the text of a small file read as
+untrusted input (docs/contracts.md "Bounded work and any file": a preset, the host's stacks file):
+at most `limit` bytes, UTF-8. `top_level`: its parsed top level (the failure rules, an engine's
+flag tables), a mapping of known keys only. A problem is one line that names the file."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from jobs.errors import PresetError
+
+
+def read_text(path: Path, *, limit: int, noun: str, rule: str,
+              error: type[Exception] = PresetError, where: str | None = None) -> str:
+    """The UTF-8 text of the file at `path` (a byte-order mark dropped); one `error` line naming
+    `where` (the path by default) for a file that is unreadable, larger than `limit` bytes, UTF-16,
+    binary or not UTF-8. `noun` names what the file is ("preset"), `rule` what it must be
+    ("presets are UTF-8 text")."""
+    where = where or str(path)
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise error(f"{where}: cannot read ({exc.strerror or exc})") from None
+    if len(data) > limit:
+        raise error(f"{where}: larger than {limit // 1024} KiB; a {noun} is a short YAML file")
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise error(f"{where}: UTF-16 text (a byte-order mark); {rule}")
+    if b"\x00" in data:
+        raise error(f"{where}: a binary file (NUL bytes), not a YAML {noun}; {rule}")
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise error(f"{path}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x}); {rule}") from None
 
 
 def top_level(data: Any, *, source: str, keys: Sequence[str]) -> dict[str, Any]:

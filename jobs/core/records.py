@@ -8,7 +8,6 @@ Infinity, a negative or absurd metric, an approach twice in one batch), never a 
 
 from __future__ import annotations
 
-import codecs
 import dataclasses
 import json
 import math
@@ -16,6 +15,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from jobs.core.json_lines import MAX_DEPTH as MAX_DEPTH  # read here by the analysis and tests
+from jobs.core.json_lines import decode_json, short
+from jobs.core.json_lines import decode_lines as decode_lines
 from jobs.errors import RecordError
 
 STATUSES = ("ok", "failed", "timeout", "cancelled", "skipped")
@@ -133,11 +135,11 @@ def to_record(data: Any, *, where: str = "record") -> RunRecord:
             raise RecordError(f"{where}: '{key}' is missing or not a string")
     if data["role"] not in ROLES:
         raise RecordError(
-            f"{where}: 'role' must be one of {', '.join(ROLES)}, not {_short(data['role'])}"
+            f"{where}: 'role' must be one of {', '.join(ROLES)}, not {short(data['role'])}"
         )
     if data["status"] not in STATUSES:
         raise RecordError(
-            f"{where}: 'status' must be one of {', '.join(STATUSES)}, not {_short(data['status'])}"
+            f"{where}: 'status' must be one of {', '.join(STATUSES)}, not {short(data['status'])}"
         )
     for key in ("change", "server_args", "env", "metrics", "fingerprint"):
         if data.get(key) is not None and not isinstance(data[key], dict):
@@ -195,28 +197,7 @@ def to_record(data: Any, *, where: str = "record") -> RunRecord:
 
 # --------------------------------------------------------------------------- a file of records
 
-MAX_DEPTH = 32  # a record nests 4 deep; deeper is an attack on whatever walks it
 MAX_METRIC = 1e15  # no throughput, latency, count or length comes near; sums stay finite
-
-
-def decode_lines(data: bytes, *, source: str = "RUNS.jsonl") -> list[str]:
-    """A file's bytes as text lines: UTF-8 (a UTF-8 byte-order mark is dropped), split on
-    newlines only (JSON strings may hold U+2028); anything else names its line."""
-    if data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
-        raise RecordError(f"{source}:1: UTF-16 text (a byte-order mark); run records are UTF-8")
-    data = data.removeprefix(codecs.BOM_UTF8)
-    lines = []
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        if b"\x00" in raw:
-            raise RecordError(f"{source}:{number}: NUL bytes (UTF-16?); run records are UTF-8")
-        try:
-            lines.append(raw.decode("utf-8"))
-        except UnicodeDecodeError as exc:
-            raise RecordError(
-                f"{source}:{number}: not UTF-8 (byte 0x{raw[exc.start]:02x} at column "
-                f"{exc.start + 1})"
-            ) from None
-    return lines
 
 
 def parse_lines(lines: Iterable[str], *, source: str = "RUNS.jsonl") -> Iterator[RunRecord]:
@@ -226,67 +207,15 @@ def parse_lines(lines: Iterable[str], *, source: str = "RUNS.jsonl") -> Iterator
         if not line.strip():
             continue
         where = f"{source}:{number}"
-        record = to_record(_decode(line, where=where), where=where)
+        record = to_record(decode_json(line, where=where), where=where)
         _check_metrics(record, where=where)
         first = seen.setdefault((record.batch, record.approach), number)
         if first != number:
             raise RecordError(
-                f"{where}: approach {_short(record.approach)} appears twice in batch "
-                f"{_short(record.batch)} (first at line {first})"
+                f"{where}: approach {short(record.approach)} appears twice in batch "
+                f"{short(record.batch)} (first at line {first})"
             )
         yield record
-
-
-def _decode(line: str, *, where: str) -> Any:
-    try:
-        data = json.loads(line, parse_constant=_no_constant, parse_float=_finite_float,
-                          parse_int=_bounded_int)
-    except RecursionError:
-        raise RecordError(f"{where}: nested too deeply") from None
-    except json.JSONDecodeError as exc:
-        raise RecordError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from None
-    except ValueError as exc:  # NaN, Infinity, a float or an integer out of range
-        raise RecordError(f"{where}: {str(exc).splitlines()[0]}") from None
-    _check_tree(data, where=where)
-    return data
-
-
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a number JSON allows")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"{_short(text)} is out of range")
-    return value
-
-
-def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > 30:  # no count, code or measurement has more digits
-        raise ValueError(f"a number of {len(text)} digits is out of range")
-    return int(text)
-
-
-def _check_tree(data: Any, *, where: str) -> None:
-    """Depth and strings of decoded JSON, walked without recursion."""
-    stack: list[tuple[Any, int]] = [(data, 1)]
-    while stack:
-        node, depth = stack.pop()
-        if depth > MAX_DEPTH:
-            raise RecordError(f"{where}: nested deeper than {MAX_DEPTH} levels")
-        if isinstance(node, dict):
-            stack.extend((k, depth) for k in node)
-            stack.extend((v, depth + 1) for v in node.values())
-        elif isinstance(node, list):
-            stack.extend((v, depth + 1) for v in node)
-        elif isinstance(node, str):
-            try:
-                node.encode("utf-8")
-            except UnicodeEncodeError as exc:
-                code = ord(node[exc.start])
-                raise RecordError(
-                    f"{where}: a string holds a lone surrogate (\\u{code:04x})") from None
 
 
 def _check_metrics(record: RunRecord, *, where: str) -> None:
@@ -300,7 +229,7 @@ def _check_metrics(record: RunRecord, *, where: str) -> None:
     for where_in, name, values in measured:
         for value in values if isinstance(values, list) else [values]:
             if is_number(value) and not 0 <= value <= MAX_METRIC:
-                shown = name if name.isprintable() and len(name) <= 40 else _short(name, 40)
+                shown = name if name.isprintable() and len(name) <= 40 else short(name, 40)
                 raise RecordError(
                     f"{where}: {where_in}.{shown} holds {value:g}: a measurement is "
                     f"between 0 and {MAX_METRIC:g}"
@@ -309,12 +238,6 @@ def _check_metrics(record: RunRecord, *, where: str) -> None:
 
 def is_number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
-
-
-def _short(value: Any, limit: int = 60) -> str:
-    """`repr(value)` on one line, cut: a message quotes input, never floods with it."""
-    text = repr(value)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def to_jsonl(records: Iterable[RunRecord]) -> str:

@@ -23,7 +23,7 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, declared_attr, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from jobs.core.plans import BatchRow, to_plan
@@ -165,7 +165,26 @@ class Watch(Base):
     last_batch: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
-class WatchPoint(Base):
+class _SeriesKey:
+    """The columns a watch's point and change share: their id, the watch (its foreign key named
+    after the table, as 0010_watches names it), the batch, and the series (a configuration, a
+    judged key and a load level)."""
+
+    __tablename__: str
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    batch_id: Mapped[str] = mapped_column(String(64))
+    approach: Mapped[str] = mapped_column(String(255))
+    key: Mapped[str] = mapped_column(String(255))
+    load: Mapped[str] = mapped_column(String(255))
+
+    @declared_attr
+    def watch_id(cls) -> Mapped[int]:
+        return mapped_column(Integer, ForeignKey(
+            "watches.id", ondelete="CASCADE", name=f"fk_{cls.__tablename__}_watch_id"))
+
+
+class WatchPoint(_SeriesKey, Base):
     """One batch's point of one series (0010_watches): a configuration, a judged key and a load
     level ('' without one), its median and range, the time and the stack (JSON)."""
 
@@ -176,13 +195,6 @@ class WatchPoint(Base):
         Index("ix_watch_points_series", "watch_id", "approach", "key", "load", "at"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    watch_id: Mapped[int] = mapped_column(
-        Integer, ForeignKey("watches.id", ondelete="CASCADE", name="fk_watch_points_watch_id"))
-    batch_id: Mapped[str] = mapped_column(String(64))
-    approach: Mapped[str] = mapped_column(String(255))
-    key: Mapped[str] = mapped_column(String(255))
-    load: Mapped[str] = mapped_column(String(255))
     value: Mapped[float] = mapped_column(Float)
     low: Mapped[float] = mapped_column(Float)
     high: Mapped[float] = mapped_column(Float)
@@ -191,7 +203,7 @@ class WatchPoint(Base):
     stack: Mapped[str] = mapped_column(Text)
 
 
-class WatchChange(Base):
+class WatchChange(_SeriesKey, Base):
     """A candidate and what became of it (0010_watches): `candidate` while its confirmation
     runs, then `confirmed` or `blip`, then `acknowledged` or `dismissed` by a person; `data` is
     the change's figures and stacks (JSON), `posted_at` when its thread was told."""
@@ -203,13 +215,6 @@ class WatchChange(Base):
         Index("ix_watch_changes_created_at", "created_at"),
     )
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    watch_id: Mapped[int] = mapped_column(
-        Integer, ForeignKey("watches.id", ondelete="CASCADE", name="fk_watch_changes_watch_id"))
-    batch_id: Mapped[str] = mapped_column(String(64))
-    approach: Mapped[str] = mapped_column(String(255))
-    key: Mapped[str] = mapped_column(String(255))
-    load: Mapped[str] = mapped_column(String(255))
     state: Mapped[str] = mapped_column(String(16))
     confirmation: Mapped[str | None] = mapped_column(String(64), nullable=True)
     data: Mapped[str] = mapped_column(Text)

@@ -23,6 +23,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
 from matplotlib.colors import to_rgba  # noqa: E402
 
 import jobs.charts.sweep as sweep_charts  # noqa: E402
+from jobs.charts.axes import pareto_front  # noqa: E402
 from jobs.charts.summary import summary_figure  # noqa: E402
 from jobs.charts.trend import trend_figure  # noqa: E402
 from jobs.core.digest import experiment_best  # noqa: E402
@@ -178,7 +179,7 @@ def test_the_pareto_fronts_long_names_stay_inside_it(measured: int, drawn: list[
     [figure] = drawn
     assert cut_texts(figure) == []
     key = next(t for t in figure.texts if t.get_gid() == "front:key").get_text()
-    front = sweep_charts.pareto_front([(r.approach, r.samples("output_throughput")[0],
+    front = pareto_front([(r.approach, r.samples("output_throughput")[0],
                                         r.samples("median_itl_ms")[0]) for r in records])
     # every point of the front is named in the key, or counted when there are too many
     lines = key.replace(",\n      ", ",").splitlines()  # a name broken after its commas

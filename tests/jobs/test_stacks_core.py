@@ -21,6 +21,8 @@ from jobs.core.stacks import (
     stack_diff,
     summary_line,
     upgrade_section,
+    watch_span,
+    why_not_bisected,
 )
 from jobs.core.verdicts import Metric
 from jobs.errors import StackError
@@ -143,6 +145,71 @@ def test_a_stack_diff_and_what_a_bisection_would_need() -> None:
                                                             "consecutive")
     far = stack_diff(old, {**old, "sglang": "0.6.1"}, engine="sglang")
     assert needed(far, version_of="sglang") == "a stack with sglang between 0.5.20 and 0.6.1"
+
+
+def _watched(good: str, bad: str, **moved: tuple[str, str]) -> dict[str, object]:
+    """A watch's change (`Change.bisect()`) from sglang `good` to `bad`, and whatever else moved."""
+    old = {**FINGERPRINT, "engine": "sglang", "sglang": good, "host": "gpu-1"}
+    new = {**old, "sglang": bad, **{k: v[1] for k, v in moved.items()}}
+    old.update({k: v[0] for k, v in moved.items()})
+    diff = [{"key": "sglang", "before": good, "after": bad}] + [
+        {"key": k, "before": a, "after": b} for k, (a, b) in moved.items()]
+    return {"approach": "eagle3", "key": "output_throughput", "load": "", "before": 82.0,
+            "after": 60.0, "direction": "regression", "stack_diff": diff, "environment": False,
+            "last_good": {"batch": "b-1", "stack": old},
+            "first_bad": {"batch": "b-2", "stack": new}}
+
+
+HOST = parse_stacks("".join(f"sglang-{v}: {{engine: sglang, python: /opt/{v}/bin/python}}\n"
+                            for v in ("0.5.21", "0.5.23", "0.5.19", "0.5.20")))
+PRINTS = {s.name: {**FINGERPRINT, "sglang": s.name.split("-")[1]} for s in HOST.stacks}
+ORDERED = order_stacks(HOST.stacks, versions={n: f["sglang"] for n, f in PRINTS.items()})
+
+
+def test_a_watch_change_lies_between_the_stacks_that_match_its_ends() -> None:
+    span = watch_span(ORDERED, fingerprints=PRINTS, asked=_watched("0.5.19", "0.5.23"),
+                      engine="sglang")
+    assert (span.good, span.bad, span.inside) == ("sglang-0.5.19", "sglang-0.5.23",
+                                                  ("sglang-0.5.20", "sglang-0.5.21"))
+    assert span.candidates == ("sglang-0.5.20", "sglang-0.5.21", "sglang-0.5.23")
+    assert span.needs is None and set(span.stacks) == {*span.candidates, span.good}
+    # upgraded in place: neither end is in the file; each is named by its release and batch
+    span = watch_span(ORDERED, fingerprints=PRINTS, asked=_watched("0.5.18", "0.5.22"),
+                      engine="sglang")
+    assert (span.good, span.bad) == ("sglang 0.5.18 (batch b-1)", "sglang 0.5.22 (batch b-2)")
+    assert span.inside == ("sglang-0.5.19", "sglang-0.5.20", "sglang-0.5.21")
+    assert span.stacks[span.bad]["sglang"] == "0.5.22"
+    # a rollback: the stacks between in the order the change went
+    back = watch_span(ORDERED, fingerprints=PRINTS, asked=_watched("0.5.23", "0.5.19"),
+                      engine="sglang")
+    assert back.inside == ("sglang-0.5.21", "sglang-0.5.20")
+
+
+def test_with_none_between_a_watch_change_says_what_it_would_need() -> None:
+    span = watch_span(ORDERED, fingerprints=PRINTS, asked=_watched("0.5.21", "0.5.23"),
+                      engine="sglang")
+    assert (span.inside, span.candidates) == ((), ("sglang-0.5.23",))
+    assert span.needs == "a stack with sglang 0.5.22"
+    torch = _watched("0.5.20", "0.5.20", torch=("2.8.0", "2.9.0"))
+    torch["stack_diff"] = torch["stack_diff"][1:]  # type: ignore[index]
+    span = watch_span(ORDERED, fingerprints=PRINTS, asked=torch, engine="sglang")
+    assert span.inside == () and span.needs == "a stack with torch between 2.8.0 and 2.9.0"
+    assert span.to_dict() == {"from": "sglang-0.5.20", "to": "sglang 0.5.20 (batch b-2)",
+                              "stacks": [], "needs": span.needs}
+
+
+def test_what_no_stack_can_explain_is_not_bisected() -> None:
+    change = _watched("0.5.19", "0.5.23")
+    assert why_not_bisected(change, engine="sglang") is None
+    assert "has no stack diff" in str(why_not_bisected({**change, "stack_diff": []},
+                                                       engine="sglang"))
+    gpu = [{"key": "gpu", "before": "NVIDIA H100", "after": "NVIDIA H200"}]
+    assert why_not_bisected({**change, "stack_diff": gpu, "environment": True},
+                            engine="sglang") == (
+        "it is an environment change (gpu NVIDIA H100 → NVIDIA H200), not a change of the stack")
+    model = [{"key": "model_revision", "before": "4f1c", "after": "9a0b"}]
+    assert "moved nothing a stack holds" in str(why_not_bisected(
+        {**change, "stack_diff": model}, engine="sglang"))
 
 
 def _pair(approach: str, old: list[float] | None, new: list[float] | None, *,

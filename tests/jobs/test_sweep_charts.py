@@ -9,7 +9,8 @@ from typing import Any
 import pytest
 
 from bot.thread.summary_message import summary_uploads
-from jobs.charts.sweep import heat_cells, landscape_png, pareto_front, pareto_png
+from jobs.charts.axes import pareto_front
+from jobs.charts.sweep import heat_cells, landscape_png, pareto_png
 from jobs.core.advice import analyze, load_remedies
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules

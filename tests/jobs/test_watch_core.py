@@ -225,6 +225,9 @@ def test_a_confirmed_change_names_both_ranges_its_batches_and_the_stack_diff() -
     assert "sglang 0.5.2 → 0.5.3; torch 2.8.0 → 2.9.0" in text
     assert "first in batch n20, confirmed by c-1" in text
     assert change.bisect() == {"approach": "baseline", "key": "output_throughput", "load": "",
+                               "before": data["before"]["value"], "after": 90.2,
+                               "direction": "regression", "stack_diff": data["stack_diff"],
+                               "environment": False,
                                "last_good": {"batch": "n19", "stack": STACK},
                                "first_bad": {"batch": "n20", "stack": stacks[-1]}}
 

@@ -25,14 +25,8 @@ from jobs.core.records import RunRecord
 from jobs.core.units import unit_of
 
 
-def experiment_best(
-    rows: Sequence[BatchRow],
-    records: Mapping[str, Sequence[RunRecord]],
-    *,
-    now: dt.datetime,
-    days: float,
-    tz: str = "UTC",
-) -> list[dict[str, Any]]:
+def experiment_best(rows: Sequence[BatchRow], records: Mapping[str, Sequence[RunRecord]], *,
+                    now: dt.datetime, days: float, tz: str = "UTC") -> list[dict[str, Any]]:
     """Per (preset, hardware) with a judged or mixed result in the window: one point per
     experiment, its largest judged `delta_pct` (the earlier result holds a tie), at the time the
     experiment started (`at`, in `tz`), oldest first. An experiment without a judged result but

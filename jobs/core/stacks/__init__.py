@@ -1,7 +1,8 @@
 """Stacks (docs/contracts.md "Stacks"): the engine environments a GPU host keeps side by side.
 The host's stacks file read and checked (`_stack_file`), stacks in version order, a stack diff
 and what a bisection would need (`_order`), an upgrade check's judgement and its one line
-(`_upgrade`), and a bisection over stacks as plain data (`_bisection`)."""
+(`_upgrade`), a bisection over stacks as plain data (`_bisection`), and where a watch's change
+lies among the host's stacks (`_span`)."""
 
 from jobs.core.stacks._bisection import (
     Bisection,
@@ -16,6 +17,15 @@ from jobs.core.stacks._order import (
     order_stacks,
     stack_diff,
     version_key,
+)
+from jobs.core.stacks._span import (
+    STACK_PARTS,
+    Span,
+    moved_parts,
+    point_label,
+    release_key,
+    watch_span,
+    why_not_bisected,
 )
 from jobs.core.stacks._stack_file import (
     VARIABLE,
@@ -39,9 +49,11 @@ from jobs.core.stacks._upgrade import (
 
 __all__ = [
     "OUTCOMES",
+    "STACK_PARTS",
     "VARIABLE",
     "Bisection",
     "Judge",
+    "Span",
     "StackFile",
     "StackSpec",
     "between",
@@ -50,12 +62,15 @@ __all__ = [
     "judge_upgrade",
     "load_stacks",
     "memory_line",
+    "moved_parts",
     "need_stacks",
     "needed",
     "order_stacks",
     "outcome",
+    "point_label",
     "parse_stacks",
     "pct",
+    "release_key",
     "removed",
     "run_bisection",
     "stack_diff",
@@ -63,4 +78,6 @@ __all__ = [
     "to_stack_spec",
     "upgrade_section",
     "version_key",
+    "watch_span",
+    "why_not_bisected",
 ]

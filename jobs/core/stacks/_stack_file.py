@@ -23,6 +23,7 @@ from typing import Any
 import yaml
 
 from jobs import settings
+from jobs.core.config_files import read_text
 from jobs.core.engine_info import describe, engine_names
 from jobs.errors import StackError, UserError, did_you_mean
 
@@ -105,22 +106,8 @@ def need_stacks(what: str) -> StackFile:
 
 
 def _read(path: Path) -> str:
-    where = f"{VARIABLE}={path}"
-    try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_BYTES + 1)
-    except OSError as exc:
-        raise StackError(f"{where}: cannot read ({exc.strerror or exc})") from None
-    if len(data) > MAX_BYTES:
-        raise StackError(f"{where}: larger than {MAX_BYTES // 1024} KiB; a stacks file is a "
-                         "short YAML file")
-    if b"\x00" in data:
-        raise StackError(f"{where}: a binary file (NUL bytes), not a YAML stacks file")
-    try:
-        return data.removeprefix(b"\xef\xbb\xbf").decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise StackError(f"{path}:{line}: not UTF-8 (byte 0x{data[exc.start]:02x})") from None
+    return read_text(path, limit=MAX_BYTES, noun="stacks file", rule="a stacks file is UTF-8 text",
+                     error=StackError, where=f"{VARIABLE}={path}")
 
 
 def parse_stacks(text: str, *, source: str = VARIABLE) -> StackFile:

@@ -52,11 +52,18 @@ class Change:
         return str(self.data.get("first_bad", {}).get("batch") or self.batch)
 
     def bisect(self) -> dict[str, Any]:
-        """The configuration, the key, its load, the last good and first bad batch with their
-        stacks: what a bisect of the stack between them starts from."""
+        """What a bisect of the stacks between the last good and the first bad point starts
+        from: the configuration, the key, its load, the values before and after the change,
+        which way it went, the stack diff, and those two points' batches and stacks."""
+        data = self.data
         return {"approach": self.key.approach, "key": self.key.key, "load": self.key.load,
-                "last_good": dict(self.data.get("last_good") or {}),
-                "first_bad": dict(self.data.get("first_bad") or {})}
+                "before": (data.get("before") or {}).get("value"),
+                "after": (data.get("after") or {}).get("value"),
+                "direction": data.get("direction"),
+                "stack_diff": list(data.get("stack_diff") or []),
+                "environment": bool(data.get("environment")),
+                "last_good": dict(data.get("last_good") or {}),
+                "first_bad": dict(data.get("first_bad") or {})}
 
     def to_dict(self) -> dict[str, Any]:
         """docs/contracts.md's `changes` entry of `watch show --format json`."""
@@ -72,7 +79,8 @@ class Change:
                 "direction": data.get("direction"),
                 "confirmation_value": data.get("confirmation_value"),
                 "last_good": data.get("last_good"), "first_bad": data.get("first_bad"),
-                "acknowledged_by": data.get("by"), "acknowledged_at": data.get("at")}
+                "span": data.get("span"), "acknowledged_by": data.get("by"),
+                "acknowledged_at": data.get("at")}
 
 
 def candidate_change(

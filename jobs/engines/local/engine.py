@@ -10,7 +10,6 @@ them into phases, deadlines and a run record. No GPU, no download.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import json
 import os
@@ -28,10 +27,10 @@ from jobs.core.memory import bench_failure, bench_settings
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.engines.base import RunContext, now_iso, server_env, to_run_record
-from jobs.engines.flags import to_flag
 from jobs.engines.levels_run import Levels
 from jobs.engines.local import child as local_child
 from jobs.engines.local import launcher
+from jobs.engines.local.child_args import to_argv, unknown_knobs_reason
 from jobs.engines.local.levels import (
     LOAD_KNOB,
     SEARCH_LEVELS,
@@ -57,32 +56,6 @@ SAMPLING = {"temperature": 0.0}
 _POLL_S = 0.1
 _STOP_GRACE_S = 2.0
 _REPO_ROOT = Path(__file__).resolve().parents[3]
-
-
-def to_argv(knobs: Mapping[str, Any]) -> list[str]:
-    """Knobs as flags: `true` is a bare flag, `false`/`null` leaves the flag out."""
-    argv: list[str] = []
-    for key, value in knobs.items():
-        if value is None or value is False:
-            continue
-        argv.append(to_flag(key))
-        if value is not True:
-            argv.append(str(value))
-    return argv
-
-
-def unknown_knobs_reason(knobs: Mapping[str, Any], known: list[str]) -> str | None:
-    """Argparse's rejection of the knobs `local_child` does not know, with a did-you-mean."""
-    unknown = [to_flag(k) for k in knobs if to_flag(k) not in known]
-    if not unknown:
-        return None
-    reason = f"{local_child.PROG}: error: unrecognized arguments: {' '.join(unknown)}"
-    hints = [
-        f"{close[0]}" if len(unknown) == 1 else f"{close[0]} for {flag}"
-        for flag in unknown
-        if (close := difflib.get_close_matches(flag, known, n=1, cutoff=0.6))
-    ]
-    return reason + (f" (did you mean {', '.join(hints)}?)" if hints else "")
 
 
 class LocalEngine:
