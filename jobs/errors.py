@@ -6,7 +6,8 @@
     │   ├── KnobError              unknown or non-overridable knob in --set
     │   ├── RecordError            a malformed run record
     │   ├── SettingError           an environment variable specbench cannot use
-    │   └── StackError             a stacks file that cannot be used, or a stack it lacks
+    │   ├── StackError             a stacks file that cannot be used, or a stack it lacks
+    │   └── WorkloadError          a workload file that cannot be used (names the file, line)
     └── InfraError                 the infrastructure failed: exit 1
         ├── BrokerError            the broker cannot be reached
         └── EngineError            an engine could not be started at all
@@ -53,6 +54,11 @@ class SettingError(UserError):
 class StackError(UserError):
     """The host's stacks file (SPECBENCH_STACKS) that cannot be used, a stack it does not name,
     or one whose interpreter does not run: the message names the file and the line."""
+
+
+class WorkloadError(UserError):
+    """A preset's workload that cannot be used: the file is missing, a line is not a prompt of a
+    category, or a category it names has none; the message names the file and the line."""
 
 
 class InfraError(SpecbenchError):

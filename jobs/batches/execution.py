@@ -24,13 +24,13 @@ from jobs.batches.run_events import emit_finished, phase_emitter
 from jobs.core.advice import analyze, load_remedies
 from jobs.core.events import EventSink, MaskedSink, make_event
 from jobs.core.file_names import file_stem
-from jobs.core.levels import judge
 from jobs.core.memory import bench_settings, dead_end_record
 from jobs.core.noise import CLOSING, Spread, merge_starts, spread_of, spread_reps
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, load_rules
 from jobs.core.verdicts import Metric, Verdict
+from jobs.core.workloads import judge
 from jobs.engines import flag_facts
 from jobs.engines.base import (
     Engine,
@@ -391,7 +391,8 @@ def _closing_bracket(
     closing = run_starts(engine, config, ctx)
     found: dict[str, Any] = {"metrics": closing.metrics, "status": closing.status,
                              "started_at": closing.started_at, "finished_at": closing.finished_at}
-    found.update({k: closing.extra[k] for k in ("by_load", "starts", "repetitions", "capacity")
+    found.update({k: closing.extra[k] for k in ("by_load", "by_category", "starts",
+                                                "repetitions", "capacity")
                   if k in closing.extra})
     record = to_stored(dataclasses.replace(baseline, extra={**baseline.extra, "bracket": found}),
                        plan)

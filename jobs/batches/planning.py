@@ -22,7 +22,9 @@ from jobs.core.plans import (
     metric_problems,
     resolve,
     slo_problems,
+    workload_problems,
 )
+from jobs.core.workloads import read_workload
 from jobs.engines.base import Engine
 from jobs.errors import KnobError, PresetError, UserError
 from jobs.extras import require
@@ -50,7 +52,9 @@ def plan_batch(
         # the keys the preset's engine reports may not be another's (total_throughput)
         for _, message in [*metric_problems(loaded.metric, engine=engine),
                            *bench_problems(loaded.bench, engine=engine),
-                           *slo_problems(loaded.slo, engine=engine)][:1]:
+                           *slo_problems(loaded.slo, engine=engine),
+                           *workload_problems(loaded.workload, engine=engine,
+                                              bench=loaded.bench, others={})][:1]:
             raise PresetError(f"{loaded.source}: {message} (--engine {engine})")
     return resolve(
         loaded, overrides=overrides, reps=reps, queue=queue,
@@ -68,9 +72,12 @@ def check_flags(plan: BatchPlan, engine: Engine) -> dict[str, str]:
 
 def preflight(plan: BatchPlan, engine: Engine) -> dict[str, str]:
     """Approach -> why `engine`, as installed here, refuses it; raises UserError when nothing
-    of the plan can run here: an extra it needs is missing (jobs.extras), or the engine says so.
+    of the plan can run here: an extra it needs is missing (jobs.extras), its workload cannot be
+    used (jobs.core.workloads), or the engine says so.
     Where the batch runs: this process in embedded mode, the worker that takes it otherwise."""
     require(*needs(plan))  # before the engine is asked: one line, no traceback
+    if plan.workload is not None:  # its file is on this host: read and checked (file:line)
+        read_workload(plan.workload)
     return engine.preflight(plan)
 
 

@@ -12,6 +12,7 @@ from jobs.core.levels import baseline_levels, report_levels
 from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
 from jobs.core.verdicts import Metric, Verdict, median
+from jobs.core.workloads import RESULT_KEYS
 
 
 def phase_emitter(
@@ -46,6 +47,9 @@ def emit_finished(
                       cause=verdict.cause, why=verdict.why)
         if (levels := report_levels(verdict)) is not None:
             fields["by_load"] = levels
+        if verdict.categories:  # docs/contracts.md "Workloads that represent the traffic"
+            fields["by_category"] = [{k: e.get(k) for k in RESULT_KEYS}
+                                     for e in verdict.categories]
     elif record.role == "baseline":
         fields.update(value=median(record.samples(plan.metric)))
         if (levels := baseline_levels(record, plan.levels, metric=metric)) is not None:

@@ -23,6 +23,7 @@ from jobs.core.plans import load_preset, preset_names
 from jobs.core.records import RunRecord, decode_lines, parse_lines
 from jobs.core.rules import load_rules
 from jobs.core.verdicts import Metric
+from jobs.core.workloads import by_category
 from jobs.engines import flag_facts
 from jobs.errors import PresetError, RecordError, UserError, did_you_mean
 
@@ -76,7 +77,7 @@ def analyze(args: AnalyzeArgs) -> dict[str, Any]:
 def _requests(records: list[RunRecord]) -> int | None:
     """The fewest requests a repetition sent, where the records say (their `repetitions`):
     what a tail percentile rests on (docs/contracts.md "Noise, measured")."""
-    sent = [rep["sent"] for r in records for level in [r.extra, *r.by_load]
+    sent = [rep["sent"] for r in records for level in [r.extra, *r.by_load, *by_category(r)]
             for rep in (level.get("repetitions") or []) if isinstance(rep, dict)
             and isinstance(rep.get("sent"), int) and not isinstance(rep.get("sent"), bool)]
     return min(sent) if sent else None

@@ -25,7 +25,8 @@ from jobs.errors import PresetError, UserError
 _KEYS = frozenset({"name", "title", "called", "module", "version_key", "python_env", "gpu",
                    "default", "parallel_args", "speculative_args", "protected_args", "metrics",
                    "required_args", "slo_keys", "evidence", "server_metrics", "bench_prompts",
-                   "log_gauges", "result_keys", "result_key_patterns", "bench_bounds", "extra"})
+                   "log_gauges", "result_keys", "result_key_patterns", "bench_bounds", "extra",
+                   "workload", "datasets"})
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,14 @@ class EngineInfo:
     # The specbench extra (pyproject's optional dependencies) the engine needs in the worker's
     # own interpreter, checked before a batch runs (jobs.extras); none: it runs elsewhere
     extra: str | None = None
+    # How its benchmark reads a workload offline (docs/contracts.md "Workloads that represent
+    # the traffic"): the file's `format` and `suffix`, the `bench` settings that make it read
+    # one, the args that take the file, the output length and the category; empty: it reads
+    # none (jobs.core.workloads)
+    workload: dict[str, Any] = field(default_factory=dict)
+    # Its benchmark's datasets: the `default` one (no dataset-name given), the `synthetic` ones
+    # (random token ids) and the `synthetic_prefixes` of their settings
+    datasets: dict[str, Any] = field(default_factory=dict)
 
     @property
     def in_text(self) -> str:
@@ -80,6 +89,7 @@ class EngineInfo:
         arg, default = self.bench_prompts.get("arg"), self.bench_prompts.get("default")
         value = bench.get(arg, default) if arg else None
         return value if isinstance(value, int) and not isinstance(value, bool) else None
+
     def reports(self, key: str) -> bool:
         """Whether the engine's benchmark reports `key` (a preset's `metric` must be one)."""
         return key in self.result_keys or any(
@@ -120,6 +130,8 @@ def _registered(folder: Path) -> dict[str, EngineInfo]:
             "server_metrics": dict(data.get("server_metrics") or {}),
             "bench_prompts": dict(data.get("bench_prompts") or {}),
             "log_gauges": dict(data.get("log_gauges") or {}),
+            "workload": dict(data.get("workload") or {}),
+            "datasets": dict(data.get("datasets") or {}),
         })
         found[info.name] = info
     if sum(i.default for i in found.values()) != 1:

@@ -17,6 +17,7 @@ from jobs import redaction, settings
 from jobs.core.capacity import capacity_text
 from jobs.core.levels import compare_levels, level_text
 from jobs.core.units import plural, unit_of
+from jobs.core.workloads import category_text
 
 MAX_BLOCKS = 50
 MAX_SECTION_CHARS = 3000
@@ -52,6 +53,7 @@ def environment() -> jinja2.Environment:
     env.globals["levels"] = level_text  # load levels in words: levels.level_rows(r, report)
     env.globals["compare_levels"] = compare_levels  # a compared row's levels in words
     env.globals["capacity"] = capacity_text  # capacity under the SLO in words
+    env.globals["workloads"] = category_text  # a workload's categories in words
     return env
 
 

@@ -5,6 +5,8 @@ from the same event: `warm-up 459 tok/s (not a sample)`, `rep 1/3: 879 tok/s`,
 `improved 951 tok/s (+9.1%)`. Units come from `jobs.core.units`. With load levels (DESIGN23
 "Phases") a phase names its level: `level 2/4 max-concurrency 4 · rep 1/3`, and a finished
 approach its verdict per level: `mixed 130 tok/s (+30.0%) at c=1 · c=1 ▲ +30.0% · c=16 ▼ -10.0%`.
+With a workload a phase names its category (`category 2/3 code`, `code · rep 1/3`) and a
+finished approach its verdict per category (`mixed ... · conversation ▲ +12.0% · code ▼ -9.3%`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from jobs.core.events import Event
 from jobs.core.levels import at_lowest, compact_row
 from jobs.core.plans import load_label
 from jobs.core.units import plural, with_unit
+from jobs.core.workloads import category_text
 
 NOT_A_SAMPLE = "(not a sample)"
 
@@ -45,7 +48,12 @@ def phase_text(event: Event, level: Event | None = None) -> str:
     level's: 'level 2/4 max-concurrency 4 · rep 1/3'."""
     if event.get("phase") == "level":
         return level_text(event)
+    if event.get("phase") == "category":
+        return (f"category {event.get('position')}/{event.get('categories')} "
+                f"{event.get('category')}")
     text = _phase_words(event)
+    if event.get("category"):
+        return f"{event['category']} · {text}"
     load = event.get("load")
     if not load:
         return text
@@ -92,6 +100,8 @@ def outcome_text(event: Event) -> str:
     if event.get("cause"):
         parts.append(f"[{event['cause']}]")
     text = " ".join(parts) + at_lowest(event) + _capacity(event)
+    if event.get("by_category"):
+        return f"{text} · {category_text.compact_row(event['by_category'])}"
     levels = event.get("by_load")
     if not levels:
         return text

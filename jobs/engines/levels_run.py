@@ -81,6 +81,10 @@ class Level:
         """A phase's details with this level's load (none without loads)."""
         return {**details, "load": dict(self.load)} if self.load else details
 
+    def label(self) -> str:
+        """What its benchmark's files are named after ('' without loads): `max-concurrency4`."""
+        return "-".join(f"{k}{v}" for k, v in self.load.items())
+
     def metrics(self) -> dict[str, Any]:
         measured: dict[str, Any] = dict(self.samples)
         measured["accept_length"] = sum(self.accept) / len(self.accept) if self.accept else None
@@ -139,6 +143,9 @@ class Levels:
         self.notes: list[str] = []
         if self.with_loads:
             self._restore()
+
+    def refusal(self) -> Ending | None:  # levels always can start (a workload may not)
+        return None
 
     @property
     def pending(self) -> list[Level]:

@@ -32,11 +32,13 @@ from jobs.core.capacity import shown_metric
 from jobs.core.plans import RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet
+from jobs.core.workloads import prompts_of
 from jobs.engines.base import RunContext, now_iso, server_env, to_run_record
+from jobs.engines.categories_run import runs_of
 from jobs.engines.dialect import Dialect, is_count
 from jobs.engines.dialect import figures as figures_of
 from jobs.engines.levels_run import Ending as _Ending
-from jobs.engines.levels_run import Level, Levels
+from jobs.engines.levels_run import Level
 from jobs.engines.procs import TAIL_LINES, ProcessGroup, free_port
 from jobs.engines.server_metrics import poller_for
 from jobs.engines.watch import LogWatch
@@ -82,10 +84,10 @@ class _Run:
 
     def execute(self) -> RunRecord:
         started_at = now_iso()
-        levels = Levels(self.config, self.ctx)
-        ending: _Ending | None = None
+        levels = runs_of(self.config, self.ctx)  # the load levels, or a workload's categories
+        ending: _Ending | None = levels.refusal()
         try:
-            if levels.pending:  # else every level came from the checkpoint
+            if ending is None and levels.pending:  # else every level came from the checkpoint
                 self.ctx.on_phase("launching", {})
                 ending = self._launch() or self._wait_ready()
                 if ending is not None:
@@ -106,6 +108,8 @@ class _Run:
         tail = list(self.server.tail) if self.server is not None else []
         metrics, extra = levels.record_parts(ending.status, in_bench=ending.in_bench)
         extra["sampling"] = self.dialect.sampling(self.ctx.plan.bench)
+        extra["prompts"] = prompts_of(self.ctx.plan.bench, engine=self.ctx.plan.engine,
+                                      workload=self.ctx.plan.workload is not None)
         if self.watch.fallbacks:  # early startup lines: the log tail may have lost them
             extra["fallbacks"] = list(self.watch.fallbacks)
         record = to_run_record(
@@ -129,8 +133,8 @@ class _Run:
         return ending
 
     def _repeat(self) -> _Ending | None:
-        """The repetitions, until one ends the run or `stop_early` holds (without loads or a
-        capacity search: a point is judged at every level it reaches)."""
+        """The repetitions, until one ends the run or `stop_early` holds (at one point only: a
+        point is judged at every level or category it reaches)."""
         reps, level = self.ctx.plan.reps, self.level
         for rep in range(1, reps + 1):
             self.ctx.on_phase("repetition", level.tag({"rep": rep, "of": reps}))
@@ -138,8 +142,8 @@ class _Run:
             if ending is not None:
                 return ending
             got = level.samples.get(self.ctx.plan.metric, [])
-            if rep < reps and self.ctx.stop_early and self.ctx.plan.loads is None \
-                    and self.ctx.plan.capacity is None and self.ctx.stop_early(got):
+            if rep < reps and self.ctx.stop_early and not self.ctx.plan.is_multipoint \
+                    and self.ctx.stop_early(got):
                 level.stopped_early = rep
                 self.notes.append(f"specbench: stopped after repetition {rep} of "
                                   f"{reps}: this point can no longer beat the best")
@@ -181,8 +185,8 @@ class _Run:
         """One benchmark run at the level: repetition `rep`, or the warm-up for 0."""
         plan, dialect, level = self.ctx.plan, self.dialect, self.level
         label = f"rep{rep}" if rep else "warmup"
-        if level.load:
-            label = f"{'-'.join(f'{k}{v}' for k, v in level.load.items())}.{label}"
+        if level.label():
+            label = f"{level.label()}.{label}"
         out_file = Path(f"{self.bench_stem}.{label}.{secrets.token_hex(3)}.json")
         bench = dialect.bench_settings(level.bench, rep=rep or plan.reps + 1)
         if rep > 1 or (rep == 1 and (plan.warmup or self.measured)):

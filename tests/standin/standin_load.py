@@ -22,12 +22,14 @@ def _env(name: str, default: float) -> float:
     return float(os.environ.get(name) or default)
 
 
-def speed(running: float, *, speculative: bool) -> float:
-    """One request's decode speed with `running` requests, as a share of STANDIN_THROUGHPUT."""
+def speed(running: float, *, speculative: bool, gain: float | None = None) -> float:
+    """One request's decode speed with `running` requests, as a share of STANDIN_THROUGHPUT;
+    `gain`: the speculative gain of these requests (`standin_traffic`), else STANDIN_SPEC_GAIN."""
     c = max(1.0, running)
     factor = 1.0 / (1.0 + _env("STANDIN_BATCH_COST", 0.05) * (c - 1.0))
     if speculative:
-        factor *= (1.0 + _env("STANDIN_SPEC_GAIN", 0.0)) / (
+        gain = _env("STANDIN_SPEC_GAIN", 0.0) if gain is None else gain
+        factor *= (1.0 + gain) / (
             1.0 + _env("STANDIN_SPEC_DECAY", 0.25) * math.log2(c))
     return factor
 

@@ -1,6 +1,7 @@
 """Ranked next steps (docs/contracts.md): retry the inconclusive, adopt the key achievement and each
-mixed result up to its crossover (jobs.core.advice), remedy each cause (low effort first), and
-accept the best measured configuration last.
+mixed result up to its crossover (jobs.core.advice), remedy each cause (low effort first), measure
+speculation on a workload where it was measured on random token ids, and accept the best measured
+configuration last.
 
 Remedies are chosen by what each approach ran (jobs.core.advice: the engine, its GPUs, the
 flag the engine rejected); `accept` names a configuration that was measured, or is left out.
@@ -23,6 +24,7 @@ from jobs.core.rules import PRECEDENCE, RuleSet
 from jobs.core.stack import Stack
 from jobs.core.units import unit_of, with_unit
 from jobs.core.verdicts import Metric, Verdict, comm_of, median
+from jobs.core.workloads import workload_steps, workload_variants
 
 CAUSE_ORDER = (*PRECEDENCE, "timeout", "crash")
 NOT_RUN = ("cancelled", "skipped")
@@ -65,6 +67,9 @@ def next_steps(
         pairs, baseline=baseline, metric=metric, remedies=remedies, rules=rules, flags=flags,
         engine=ran,
     ))
+    # docs/contracts.md "Workloads that represent the traffic": speculation measured on random
+    # token ids is measured again on prompts that represent the traffic
+    steps.extend(workload_steps(approaches, verdicts, variants=workload_variants(baseline.preset)))
     accept = _accept(pairs, steps, key=key, baseline=baseline, metric=metric)
     if accept is not None:
         steps.append(accept)

@@ -12,6 +12,7 @@ from jobs.core.levels import crossover, load_number, loads_text
 from jobs.core.plans import Load, load_label, load_value
 from jobs.core.records import RunRecord
 from jobs.core.verdicts import Metric, Verdict
+from jobs.core.workloads import names_text
 from jobs.redaction import is_secret_name
 
 
@@ -79,7 +80,10 @@ def _within_capacity(record: RunRecord, found: Mapping[str, Any], *, metric: Met
 
 def _mixed(record: RunRecord, verdict: Verdict, *, why: str) -> dict[str, Any]:
     """Adopt where it improved, keep the baseline where it regressed; `load`: the improved
-    level at the crossover (the highest improved level when it wins at low load)."""
+    level at the crossover (the highest improved level when it wins at low load); a workload's
+    result: for the categories it improved (`categories`)."""
+    if verdict.categories:
+        return _mixed_categories(record, verdict, why=why)
     cross = crossover(verdict.levels)
     assert cross is not None
     ups: list[Load] = cross["improved"]
@@ -103,6 +107,20 @@ def _mixed(record: RunRecord, verdict: Verdict, *, why: str) -> dict[str, Any]:
     step = make_step("adopt", name, action=action, effort="low",
                      why=why + (f"; its change: {knobs}" if knobs else ""))
     step["load"] = dict(load)
+    return step
+
+
+def _mixed_categories(record: RunRecord, verdict: Verdict, *, why: str) -> dict[str, Any]:
+    """A workload's mixed result: adopt it for the traffic it wins, keep the baseline for the
+    traffic it loses (docs/contracts.md "Workloads that represent the traffic")."""
+    ups = [e["category"] for e in verdict.categories if e["verdict"] == "improved"]
+    downs = [e["category"] for e in verdict.categories if e["verdict"] == "regressed"]
+    knobs = knob_text(record.change)
+    step = make_step(
+        "adopt", record.approach, effort="low",
+        action=f"Adopt {record.approach} for {names_text(ups)} traffic; keep the baseline for "
+        f"{names_text(downs)}", why=why + (f"; its change: {knobs}" if knobs else ""))
+    step["categories"] = {"improved": ups, "regressed": downs}
     return step
 
 

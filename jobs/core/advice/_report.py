@@ -20,10 +20,11 @@ from jobs.core.advice._capacity_report import (
     result_capacity,
 )
 from jobs.core.advice._diagnosis import FlagFacts
-from jobs.core.advice._next_steps import cause_rank, next_steps
+from jobs.core.advice._next_steps import next_steps
 from jobs.core.advice._remedies import Remedies
+from jobs.core.advice._root_causes import root_cause
 from jobs.core.engine_info import describe
-from jobs.core.levels import add_levels, is_level_aware, judge, key_achievement
+from jobs.core.levels import add_levels, is_level_aware, key_achievement
 from jobs.core.noise import Bracket, Spread, bracket_of
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet
@@ -44,6 +45,7 @@ from jobs.core.verdicts import (
     unexplained_wins,
     with_comm,
 )
+from jobs.core.workloads import add_categories, has_categories, judge, synthetic_caveat
 from jobs.errors import RecordError
 
 
@@ -111,7 +113,7 @@ def analyze(
         if by_level else _key_achievement(results)
     if searched:
         key = capacity_key(results, key, records=records)
-    root = _root_cause(approaches, verdicts, baseline=baseline)
+    root = root_cause(approaches, verdicts, baseline=baseline)
     report: dict[str, Any] = {
         "batch": baseline.batch,
         "preset": baseline.preset,
@@ -145,6 +147,9 @@ def analyze(
         report["sampling"] = sampling
     if by_level:
         add_levels(report, records=records, baseline=baseline, verdicts=verdicts, metric=metric)
+    if has_categories(records):  # docs/contracts.md "Workloads that represent the traffic"
+        add_categories(report, records=records, baseline=baseline, verdicts=verdicts,
+                       metric=metric)
     if searched:
         report["capacity"] = capacity_section(records, metric=metric)
         report["baseline"]["capacity"] = baseline_capacity(baseline, metric=metric)
@@ -180,9 +185,12 @@ def _result(
     said: Sequence[str | None] = (),
 ) -> dict[str, Any]:
     """One result; `said`: what the report adds to its why (a twin measured without its
-    confound, a win its hypothesis does not explain)."""
+    confound, a win its hypothesis does not explain), after the caveat of speculation measured
+    on synthetic prompts (docs/contracts.md "Workloads that represent the traffic")."""
     even = with_comm(_break_even(record, verdict, metric=metric, base_value=base_value,
                                  base_speculates=base_speculates), record)
+    caveat = synthetic_caveat(record, verdict)
+    said = [caveat, *said]
     if any(said):
         verdict = dataclasses.replace(verdict, why="; ".join([verdict.why, *filter(None, said)]))
     return {
@@ -198,6 +206,7 @@ def _result(
         "parent": record.parent,
         "samples": record.samples(metric.name),
         "accept_length": record.accept_length,
+        **({"caveat": caveat} if caveat else {}),
     }
 
 
@@ -249,47 +258,6 @@ def _key_achievement(results: list[dict[str, Any]]) -> dict[str, Any] | None:
         return None
     best = max(improved, key=lambda r: r["delta_pct"])
     return {"approach": best["approach"], "value": best["value"], "delta_pct": best["delta_pct"]}
-
-
-def _root_cause(
-    approaches: list[RunRecord], verdicts: list[Verdict], *, baseline: RunRecord
-) -> dict[str, Any] | None:
-    failed = [(r, v) for r, v in zip(approaches, verdicts, strict=True) if v.verdict == "failed"]
-    counts = Counter(v.cause for _, v in failed if v.cause)
-    if not counts:
-        return None
-    cause, count = min(counts.items(), key=lambda kv: (-kv[1], cause_rank(kv[0])))
-    if count < 2 or count * 2 < len(failed):
-        return None
-    names = [r.approach for r, v in failed if v.cause == cause]
-    return {
-        "cause": cause,
-        "count": count,
-        "of": len(failed),
-        "approaches": names,
-        "text": _root_text(cause, count=count, of=len(failed), names=names, baseline=baseline),
-    }
-
-
-def _root_text(cause: str, *, count: int, of: int, names: list[str], baseline: RunRecord) -> str:
-    fp = baseline.fingerprint
-    gpu = fp.get("gpu") or "this GPU"
-    lead = f"{count} of {of} failures share {cause} ({', '.join(names)})"
-    if cause == "arch-unsupported":
-        cc = fp.get("compute_capability")
-        arch = f"compute capability {cc}" if cc else "this GPU's architecture"
-        return (
-            f"{lead}: {gpu} ({arch}) is too new for the kernels and architecture tables of "
-            "these backends; the ecosystem has not caught up with the hardware"
-        )
-    if cause == "out-of-memory":
-        return f"{lead}: the configurations do not fit the memory of {gpu}"
-    if cause == "nccl-error":
-        link = fp.get("interconnect") or "this interconnect"
-        return f"{lead}: the collectives fail over {link} on {gpu}"
-    if cause == "cuda-graph-incompatible":
-        return f"{lead}: the changes are not safe to capture in CUDA graphs"
-    return lead
 
 
 def engine_of_batch(baseline: RunRecord, engine: str | None) -> dict[str, Any]:

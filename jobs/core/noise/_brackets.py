@@ -3,9 +3,9 @@
 A batch of three or more configurations starts its baseline's server first and once more last.
 The run record keeps the closing run inside the baseline's own record, under `bracket`
 (`{"metrics", "status", "started_at", "finished_at"}`, with `by_load` where the batch has load
-levels), so a batch still has exactly one baseline record. The baseline's value stays the first
-run's median; both runs' samples form its range; the drift is the second median against the
-first.
+levels, `by_category` where it ran a workload), so a batch still has exactly one baseline
+record. The baseline's value stays the first run's median; both runs' samples form its range;
+the drift is the second median against the first.
 """
 
 from __future__ import annotations
@@ -61,9 +61,11 @@ def closing_run(record: RunRecord) -> RunRecord | None:
     found = record.extra.get("bracket")
     if not isinstance(found, dict):
         return None
-    extra = {k: v for k, v in record.extra.items() if k not in ("bracket", "by_load", "starts")}
-    if isinstance(found.get("by_load"), list):
-        extra["by_load"] = found["by_load"]
+    extra = {k: v for k, v in record.extra.items()
+             if k not in ("bracket", "by_load", "by_category", "starts")}
+    for key in ("by_load", "by_category"):
+        if isinstance(found.get(key), list):
+            extra[key] = found[key]
     status = found.get("status")
     metrics = found.get("metrics")
     return dataclasses.replace(

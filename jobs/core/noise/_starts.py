@@ -39,9 +39,10 @@ def merge_starts(records: Sequence[RunRecord]) -> RunRecord:
         "fallbacks"))))
     if fallbacks:
         extra["fallbacks"] = fallbacks
-    levels = [r.by_load for r in records]
-    if any(levels):
-        extra["by_load"] = _merged_levels(levels)
+    for key in ("by_load", "by_category"):  # the load levels, or a workload's categories
+        levels = [_list(r.extra.get(key)) for r in records]
+        if any(levels):
+            extra[key] = _merged_levels(levels)
     # docs/contracts.md "Capacity under the SLO": each start searches its own; the record's is
     # the lowest any start found (none below a number): what one server carries after a restart
     capacities = [(index, r.extra["capacity"]) for index, r in enumerate(records)
@@ -72,9 +73,10 @@ def _merged_metrics(each: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _merged_levels(each: Sequence[list[dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Each level's entries across the starts as one entry: its samples joined, its status the
-    first that did not end well, its warm-up and server metrics the first start's."""
+def _merged_levels(each: Sequence[list[Any]]) -> list[dict[str, Any]]:
+    """Each level's (or category's) entries across the starts as one entry: its samples joined,
+    its status the first that did not end well, its warm-up and server metrics the first
+    start's."""
     merged: list[dict[str, Any]] = []
     for index, level in enumerate(each[0]):
         entries = [levels[index] for levels in each if index < len(levels)]

@@ -2,8 +2,9 @@
 format", "Command line"). A preset's models (`_preset_models`), its files read and checked
 (`_preset_files`, `_presets`), the knobs never overridable (`_protected_knobs`), `--set` read once
 and checked once (`_overrides`), secrets as references (`_secret_refs`), its bench settings and
-metric checked (`_bench_checks`), its load levels and SLO (`_loads`); the plan as data that
-travels (`_batch_plan`), its resolution (`_plans`) and the stored batch row (`_batches`)."""
+metric checked (`_bench_checks`), its load levels and SLO (`_loads`), its workload against the
+rest of it (`_workload_checks`); the plan as data that travels (`_batch_plan`), its resolution
+(`_plans`) and the stored batch row (`_batches`)."""
 
 from jobs.core.configs import RunConfig
 from jobs.core.plans._batch_plan import (
@@ -42,6 +43,7 @@ from jobs.core.plans._plans import (
 from jobs.core.plans._preset_models import (
     Preset,
     Scalar,
+    Workload,
 )
 from jobs.core.plans._presets import (
     MAX_NAME_CHARS,
@@ -74,6 +76,10 @@ from jobs.core.plans._secret_refs import (
     resolve_args,
     resolve_env,
 )
+from jobs.core.plans._workload_checks import (
+    owned_args,
+    workload_problems,
+)
 
 __all__ = [
     "ARG_UNSET_LINE",
@@ -91,6 +97,7 @@ __all__ = [
     "RunConfig",
     "Scalar",
     "UNSET_LINE",
+    "Workload",
     "bench_at",
     "bench_problems",
     "confounds",
@@ -114,6 +121,7 @@ __all__ = [
     "masked_args",
     "metric_problems",
     "only",
+    "owned_args",
     "parse_preset",
     "parse_sets",
     "passable_problem",
@@ -125,4 +133,5 @@ __all__ = [
     "resolve_env",
     "slo_problems",
     "to_plan",
+    "workload_problems",
 ]

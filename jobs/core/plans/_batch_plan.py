@@ -53,6 +53,9 @@ class BatchPlan:
     slo: dict[str, float] = field(default_factory=dict)  # upper limits on result keys
     # {"knob", "from", "max"}: each server's capacity under the SLO searched (jobs.core.capacity)
     capacity: dict[str, Any] | None = None
+    # {"path", "categories", "per_category", "output_len"}: each server benchmarked on every
+    # category of the workload instead of synthetic prompts (jobs.core.workloads)
+    workload: dict[str, Any] | None = None
     evidence: tuple[str, ...] = ()  # what the worker measures before the servers (collectives)
     # a queued collectives probe (`probe` from chat): its request as asked, and no configs
     probe: dict[str, Any] | None = None
@@ -93,6 +96,12 @@ class BatchPlan:
                "bracket": self.is_bracketed, "warmup": self.warmup}
         ran.update({k: v for k, v in (("stack", self.stack), ("against", self.against)) if v})
         return ran
+
+    @property
+    def is_multipoint(self) -> bool:
+        """Whether each server is measured at several points: load levels, a capacity search,
+        a workload's categories (a sweep's point is then judged at every one of them)."""
+        return self.loads is not None or self.capacity is not None or self.workload is not None
 
     @property
     def is_probe(self) -> bool:

@@ -75,6 +75,11 @@ def resolve(
     sweep = None if preset.sweep is None else _resolve_sweep(preset.sweep, configs)
     capacity = normal_capacity(preset.capacity)
     requests = describe(preset.engine).requests_of(preset.bench)
+    workload = None if preset.workload is None else preset.workload.model_dump()
+    if workload is not None:  # the prompts of each category's benchmark run, at most
+        requests = workload["per_category"]
+        workload["categories"] = None if workload["categories"] is None \
+            else list(workload["categories"])
     return BatchPlan(
         preset=preset.name, engine=preset.engine,
         queue=queue or preset.queue or default_queue,
@@ -90,6 +95,7 @@ def resolve(
         slo={k: float(v) for k, v in (preset.slo or {}).items()},
         evidence=tuple(preset.evidence),
         bracket=preset.bracket, starts=preset.starts, requests=requests, capacity=capacity,
+        workload=workload,
     )
 
 

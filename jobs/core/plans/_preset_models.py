@@ -12,7 +12,14 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, field_validator
 
 from jobs.core.engine_info import default_engine, engine_names
-from jobs.core.limits import MAX_MIN_EFFECT_PCT, MAX_PRESET_REPS, MAX_TIMEOUT_S, bounded_name
+from jobs.core.limits import (
+    MAX_MIN_EFFECT_PCT,
+    MAX_PRESET_REPS,
+    MAX_PROMPTS,
+    MAX_TIMEOUT_S,
+    MAX_TOKENS,
+    bounded_name,
+)
 from jobs.core.noise import MAX_STARTS
 from jobs.core.sweeps import Sweep
 from jobs.errors import PresetError
@@ -54,6 +61,17 @@ class Approach(Config):
     declares: tuple[str, ...] | None = None
 
 
+class Workload(_Frozen):
+    """docs/contracts.md "Workloads that represent the traffic": the prompts a batch is measured
+    on, by task category, instead of synthetic ones (the file is read where the engine runs:
+    jobs.core.workloads)."""
+
+    path: str = Field(min_length=1)  # relative: under SPECBENCH_DATA_DIR/workloads/
+    categories: tuple[Annotated[str, BeforeValidator(bounded_name)], ...] | None = None
+    per_category: int = Field(default=16, ge=1, le=MAX_PROMPTS)  # the prompts of each, at most
+    output_len: int = Field(default=256, ge=1, le=MAX_TOKENS)  # the tokens each request makes
+
+
 class Preset(_Frozen):
     name: str = Field(min_length=1)
     description: str = ""
@@ -88,6 +106,9 @@ class Preset(_Frozen):
     # docs/contracts.md "Capacity under the SLO": the load one server carries within the SLO,
     # searched (checked by jobs.core.plans, typed loosely for the same reason as loads)
     capacity: dict[str, Any] | None = None
+    # docs/contracts.md "Workloads that represent the traffic": prompts by task category, each
+    # category benchmarked on every configuration's one server (checked by jobs.core.plans)
+    workload: Workload | None = None
     # docs/contracts.md "Evidence for the why": what the worker measures before the servers
     evidence: tuple[Literal["collectives"], ...] = ()
     source: str = Field(default="", exclude=True)

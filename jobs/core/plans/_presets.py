@@ -32,6 +32,7 @@ from jobs.core.plans._preset_files import read_preset_text, yaml_depth
 from jobs.core.plans._preset_models import Approach, Config, Preset, Scalar, ServerValue, Timeouts
 from jobs.core.plans._protected_knobs import PROTECTED_WHY, is_protected_knob
 from jobs.core.plans._secret_refs import literal_secret_problems
+from jobs.core.plans._workload_checks import workload_problems
 from jobs.core.sweeps import sweep_problems
 from jobs.errors import PresetError
 
@@ -171,12 +172,19 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
                                             bench=preset.bench, metric=preset.metric,
                                             lower_is_better=preset.lower_is_better),
                          *load_problems(preset.loads, bench=preset.bench),
-                         *slo_problems(preset.slo, engine=preset.engine)][:1]:
+                         *slo_problems(preset.slo, engine=preset.engine),
+                         *workload_problems(preset.workload, engine=preset.engine,
+                                            bench=preset.bench, others=_judged_by(preset))][:1]:
         raise PresetError(f"{source}{_line_of(node, loc)}: {message}")
     for loc, message in literal_secret_problems(preset)[:1]:  # SPEC: secrets stay references
         raise PresetError(f"{source}{_line_of(node, loc)}: {message}")
     _check_tail_samples(preset, node=node, source=source)
     return preset
+
+
+def _judged_by(preset: Preset) -> dict[str, Any]:
+    """What a preset is judged by besides its metric: its loads, SLO and capacity search."""
+    return {"loads": preset.loads, "slo": preset.slo, "capacity": preset.capacity}
 
 
 def _check_tail_samples(preset: Preset, *, node: yaml.Node | None, source: str) -> None:

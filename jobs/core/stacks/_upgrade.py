@@ -17,12 +17,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from jobs.core.engine_info import describe
-from jobs.core.levels import judge, report_levels
+from jobs.core.levels import report_levels
 from jobs.core.memory import DETERMINISTIC, known_from
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet
 from jobs.core.stacks._order import diff_text, stack_diff
 from jobs.core.verdicts import Metric, Verdict, failure_cause, has_failed, median
+from jobs.core.workloads import judge
 
 # What a stack changes by design (besides the engine's version): no drift between two stacks.
 STACK_PARTS = ("torch", "cuda", "nccl")

@@ -62,6 +62,9 @@ class Verdict:
     confound: tuple[str, str, str] | None = None
     # The verdict at each load level (the report's `by_load` entries; jobs.core.levels).
     levels: tuple[dict[str, Any], ...] = ()
+    # The verdict on each category of a workload (the report's `by_category` entries;
+    # jobs.core.workloads).
+    categories: tuple[dict[str, Any], ...] = ()
 
 
 def median(samples: list[float]) -> float | None:

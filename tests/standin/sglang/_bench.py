@@ -5,19 +5,21 @@ from 0.5.15, where the benchmark moved (bench_serving.py and benchmark/serving.p
 release has which module, and the old one's FutureWarning).
 
 As the real one (0.5.2 bench_serving.py, 0.5.23 benchmark/serving.py): from 0.5.10 it waits for
-/v1/models; it asks /v1/models for the model; it builds the prompts from --seed; `random` (and
-`sharegpt`) without a local --dataset-path download ShareGPT, which fails here (a GPU host has no
-internet, nor has the stand-in); `random-ids` needs nothing. Then a warm-up, /flush_cache with
---flush-cache, every prompt, the accept length from /get_server_info (/server_info from 0.5.10),
-the result block and the JSON line. A failed request only lowers `completed`; the line is still
-written. STANDIN_MODE: slow-bench (hangs), bench-fails (traceback, exit 1), bench-empty (exit 0,
-no line).
+/v1/models; it asks /v1/models for the model; it builds the prompts from --seed (`_datasets`:
+`random` and `sharegpt` without a local --dataset-path download ShareGPT, which fails here, a GPU
+host has no internet, nor has the stand-in; `random-ids` needs nothing; `sharegpt` reads a local
+ShareGPT file as the release does, each request --sharegpt-output-len tokens long). Then a
+warm-up, /flush_cache with --flush-cache, every prompt, the accept length from /get_server_info
+(/server_info from 0.5.10), the result block and the JSON line. A failed request only lowers
+`completed`; the line is still written. STANDIN_MODE: slow-bench (hangs), bench-fails
+(traceback, exit 1), bench-empty (exit 0, no line).
 The prompts go out as the release sends them: at most --max-concurrency at a time (a semaphore),
 at --request-rate a second (Poisson arrivals from --seed; inf: all at once). The figures come
 from the load model (`_load`) at the concurrency the run reaches: --max-concurrency, at most the
 prompts sent, and with a finite --request-rate Little's law (rate x one request's latency); with
 neither the stand-in has always reported one request's figures. A speculative server (one whose
-/get_server_info has an accept length) follows the model's speculative curve. Every latency key
+/get_server_info has an accept length) follows the model's speculative curve, with the gain its
+prompts' task category gets (`standin_traffic`). Every latency key
 of the release's result line is written (mean, median, std, p99; p95 for ITL).
 Each request carries the sampling the release's client sends (async_request_sglang_generate:
 `temperature` 0.0 in its sampling_params up to 0.5.13 (0.5.9 bench_serving.py:601), --temperature
@@ -42,7 +44,9 @@ from typing import Any
 
 import standin_host
 import standin_load as _load
+import standin_traffic
 from sglang import __version__
+from sglang._datasets import DatasetProblem, Row, sample
 from sglang._flags import build_bench_parser, flag_set, version_tuple
 from sglang._log import note
 
@@ -102,27 +106,6 @@ def _offline_download() -> int:
     return 1
 
 
-def _is_valid_json(path: str) -> bool:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            json.load(handle)
-        return True
-    except (OSError, ValueError):
-        return False
-
-
-def prompts(args: argparse.Namespace) -> list[str] | None:
-    """The benchmark's prompts, from --seed; None when the dataset needs a download."""
-    rng = random.Random(args.seed)
-    if args.dataset_name in ("random", "sharegpt"):
-        if not (args.dataset_path and _is_valid_json(args.dataset_path)):
-            return None
-        with open(args.dataset_path, encoding="utf-8") as handle:
-            rows = [str(row) for row in json.load(handle)] or ["hello"]
-        return [rng.choice(rows) for _ in range(args.num_prompts)]
-    return [" ".join(str(rng.randrange(32000)) for _ in range(8)) for _ in range(args.num_prompts)]
-
-
 def request_body(args: argparse.Namespace, prompt: str, tokens: int) -> dict[str, Any]:
     """The /generate request the release's sglang backend sends (see the module)."""
     sampling: dict[str, Any] = {"temperature": getattr(args, "temperature", 0.0),
@@ -141,7 +124,7 @@ def _generate(base_url: str, body: dict[str, Any]) -> bool:
         return False
 
 
-def _send_all(args: argparse.Namespace, base_url: str, requests: list[str]) -> int:
+def _send_all(args: argparse.Namespace, base_url: str, requests: list[Row]) -> int:
     """Every prompt, at most --max-concurrency at a time, at --request-rate: how many completed."""
     rng = random.Random(args.seed)
     rate = float(args.request_rate)
@@ -153,7 +136,7 @@ def _send_all(args: argparse.Namespace, base_url: str, requests: list[str]) -> i
 
     def one(index: int) -> bool:
         time.sleep(max(0.0, started + arrivals[index] - time.perf_counter()))
-        return _generate(base_url, request_body(args, requests[index], args.random_output_len))
+        return _generate(base_url, request_body(args, *requests[index]))
 
     workers = args.max_concurrency or len(requests) or 1
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -217,13 +200,22 @@ def main(argv: list[str], *, module: str) -> int:
         print(f"Server at {base_url}/v1/models is not ready. Exiting.", flush=True)
         return 1
     model = args.model or _call(base_url + "/v1/models")["data"][0]["id"]
-    requests = prompts(args)
+    try:
+        requests = sample(args)
+    except DatasetProblem as exc:
+        print(f"Traceback (most recent call last):\n{exc}", flush=True)
+        return 1
     if requests is None:
         return _offline_download()
-    random_out = args.random_output_len
+    if not requests:  # every row too short: the warm-up's input_requests[0]
+        print("Traceback (most recent call last):\nIndexError: list index out of range",
+              flush=True)
+        return 1
+    random_out = round(sum(out for _, out in requests) / max(len(requests), 1)) \
+        if args.dataset_name == "sharegpt" else args.random_output_len
     print(f"Starting warmup with {args.warmup_requests} sequences...", flush=True)
     if args.warmup_requests and not any(
-        _generate(base_url, request_body(args, requests[0], min(random_out, 32)))
+        _generate(base_url, request_body(args, requests[0][0], min(random_out, 32)))
         for _ in range(args.warmup_requests)
     ):
         print("ValueError: Warmup failed - Please make sure benchmark arguments are correctly "
@@ -246,17 +238,20 @@ def main(argv: list[str], *, module: str) -> int:
     one = standin_host.throughput(__version__) * standin_host.host_speed()
     ttft_one = float(os.environ.get("STANDIN_TTFT_MS") or 120.0)
     c = concurrency(args, sent, ttft_one / 1000.0 + random_out / one)
-    per_request = one * _load.speed(c, speculative=accept_length is not None)
+    gain = standin_traffic.spec_gain([p for p, _ in requests],
+                                     float(os.environ.get("STANDIN_SPEC_GAIN") or 0.0))
+    per_request = one * _load.speed(c, speculative=accept_length is not None, gain=gain)
     output = per_request * c * completed / max(sent, 1)
-    in_len = args.random_input_len
+    in_len = args.random_input_len if args.dataset_name != "sharegpt" else round(
+        sum(len(p.split()) for p, _ in requests) / max(len(requests), 1))
     total = output * (in_len + random_out) / random_out
     itl = 1000.0 * c / output if output else math.nan
     ttft = ttft_one * _load.ttft_factor(c)
     result = {
         "backend": args.backend, "dataset_name": args.dataset_name,
         "request_rate": args.request_rate if math.isfinite(args.request_rate) else "inf",
-        "max_concurrency": args.max_concurrency, "random_input_len": in_len,
-        "random_output_len": random_out, "random_range_ratio": args.random_range_ratio,
+        "max_concurrency": args.max_concurrency, "random_input_len": args.random_input_len,
+        "random_output_len": args.random_output_len, "random_range_ratio": args.random_range_ratio,
         "duration": duration, "completed": completed,
         "total_input_tokens": completed * in_len, "total_output_tokens": completed * random_out,
         "request_throughput": completed / duration, "input_throughput": total - output,

@@ -3,7 +3,8 @@
 Like SGLang's scheduler, the server keeps accepted-token and forward-pass counters for the
 speculative accept length since it started or was last flushed (/flush_cache resets them, as
 `Scheduler.flush_cache` does); every generation adds to them: the warm-up, each /health check
-(one token) and every benchmark request, whose own accept length depends on its prompt.
+(one token) and every benchmark request, whose own accept length depends on its prompt (its
+task category's, `standin_traffic`, within +-15 %).
 /get_server_info (and /server_info from 0.5.6 on) reports the cumulative figure.
 With --enable-metrics it serves GET /metrics (without it, 404, as http_server.py adds the route
 only then): the scheduler's gauges as python/sglang/srt/metrics/collector.py names them, set
@@ -30,6 +31,7 @@ from typing import Any
 
 import standin_host
 import standin_load as _load
+import standin_traffic
 from sglang import __version__
 from sglang._flags import version_tuple
 from sglang._log import log
@@ -103,7 +105,7 @@ class State:
         if self.speculative and new_tokens > 1:
             digest = hashlib.sha256(prompt.encode()).digest()
             spread = 0.85 + 0.3 * (digest[0] / 255.0)  # a prompt-dependent +-15 %
-            own = max(1.0, base_accept_length() * spread)
+            own = max(1.0, standin_traffic.accept_length(prompt, base_accept_length()) * spread)
             forwards = max(1, round(new_tokens / own))
         with self.lock:
             self.requests += 1

@@ -1,8 +1,8 @@
 """Stand-in `vllm bench serve`: real requests to the server, vLLM 0.33.0's metrics and JSON.
 
 As vllm/benchmarks/serve.py: with --model it asks nothing else of the server (without it, the
-first of /v1/models); the `random` dataset from --seed (--random-input-len words, output lengths
-within --random-range-ratio); the initial test request when --ready-check-timeout-sec > 0;
+first of /v1/models); its prompts from `_datasets` (`random` from --seed, Spec-Bench's file with
+`spec_bench`); the initial test request when --ready-check-timeout-sec > 0;
 /metrics read before and after the run for the spec-decode counters; then every prompt through
 POST /v1/completions (streamed, `stream_options.include_usage`, as the `vllm` and `openai`
 backends send it) at most --max-concurrency at a time, arriving at --request-rate a second
@@ -31,6 +31,7 @@ from datetime import datetime
 from typing import Any
 
 from vllm import __version__
+from vllm._datasets import DatasetProblem, sample
 from vllm._log import note
 from vllm._metrics import metrics, print_block, spec_stats
 
@@ -146,20 +147,6 @@ def request(api_url: str, model: str, prompt: str, prompt_len: int, output_len: 
     return out
 
 
-def sample(args: argparse.Namespace) -> list[tuple[str, int, int]]:
-    """The random dataset: (prompt, prompt_len, output_len) from --seed."""
-    rng = random.Random(args.seed)
-    ratio = float(args.random_range_ratio or 0.0)
-    rows = []
-    for _ in range(args.num_prompts):
-        low_in = max(1, int(args.random_input_len * (1 - ratio)))
-        low_out = max(1, int(args.random_output_len * (1 - ratio)))
-        n_in = rng.randint(low_in, max(low_in, int(args.random_input_len * (1 + ratio))))
-        n_out = rng.randint(low_out, max(low_out, int(args.random_output_len * (1 + ratio))))
-        rows.append((" ".join(f"w{rng.randrange(32000)}" for _ in range(n_in)), n_in, n_out))
-    return rows
-
-
 def arrival_times(args: argparse.Namespace, count: int) -> list[float]:
     """When each request is sent, from the start: gamma gaps of mean 1 / --request-rate and
     shape --burstiness (1: exponential), from --seed; all at 0 with an infinite rate."""
@@ -190,12 +177,12 @@ def bench_serve(args: argparse.Namespace) -> int:
         models = json.loads(get_text(base_url + "/v1/models") or '{"data": [{"id": ""}]}')
         args.model = models["data"][0]["id"]
         print(f"First model name: {args.model}, first model id: {args.model}")
-    if args.dataset_name != "random":
-        print(f"ValueError: the stand-in serves only the random dataset, not "
-              f"{args.dataset_name!r}", flush=True)
+    try:
+        rows = sample(args)
+    except DatasetProblem as exc:
+        print(f"Traceback (most recent call last):\n{exc}", flush=True)
         return 1
     model = args.served_model_name or args.model
-    rows = sample(args)
     extra = extra_body(args)
     if args.ready_check_timeout_sec > 0:
         print("Starting initial single prompt test run...")

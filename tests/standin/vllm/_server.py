@@ -6,7 +6,9 @@ or one JSON body), GET /metrics in Prometheus text with vLLM's names. With a spe
 the engine counts `vllm:spec_decode_num_drafts`, `..._num_draft_tokens`,
 `..._num_accepted_tokens` and `..._num_accepted_tokens_per_pos` (vllm/v1/spec_decode/
 metrics.py:227-258; exposed with `_total`), so that 1 + accepted / drafts is the accept length;
-each request's own is STANDIN_ACCEPT_LENGTH (default 2.6) within +-15 %, from its prompt.
+each request's own is STANDIN_ACCEPT_LENGTH (default 2.6), or its task category's
+(`standin_traffic`), within +-15 %, from its prompt; a speculative server decodes at its
+category's gain.
 Tokens stream at STANDIN_THROUGHPUT (default 82) tokens/s per request, the first after
 STANDIN_TTFT_MS (default: one token's time), so that bench serve's output_throughput is about
 STANDIN_THROUGHPUT times the concurrency at one request; with more requests in flight each
@@ -36,6 +38,7 @@ from typing import Any
 
 import standin_host
 import standin_load as _load
+import standin_traffic
 from vllm import __version__
 from vllm._log import note as _note
 
@@ -111,7 +114,8 @@ class State:
             if not self.spec_tokens or new_tokens < 2:
                 return
             digest = hashlib.sha256(prompt.encode()).digest()
-            own = max(1.0, base_accept_length() * (0.85 + 0.3 * digest[0] / 255.0))
+            own = max(1.0, standin_traffic.accept_length(prompt, base_accept_length())
+                      * (0.85 + 0.3 * digest[0] / 255.0))
             own = min(own, self.spec_tokens + 1.0)
             # accepted tokens by error diffusion over the server's life: the counters are whole
             # numbers, and 1 + accepted / drafts tracks the configured accept length even when
@@ -191,9 +195,12 @@ def throughput() -> float:
     return standin_host.throughput(__version__)
 
 
-def token_s(running: int) -> float:
-    """One output token's time with `running` requests in flight (`_load`'s model)."""
-    return 1.0 / (throughput() * _load.speed(running, speculative=STATE.spec_tokens > 0))
+def token_s(running: int, prompt: str = "") -> float:
+    """One output token's time with `running` requests in flight (`_load`'s model), at the
+    speculative gain of the prompt's task category (`standin_traffic`)."""
+    gain = standin_traffic.spec_gain([prompt], float(os.environ.get("STANDIN_SPEC_GAIN") or 0.0))
+    return 1.0 / (throughput() * _load.speed(running, speculative=STATE.spec_tokens > 0,
+                                             gain=gain))
 
 
 def ttft_s() -> float:
@@ -263,7 +270,7 @@ class Handler(BaseHTTPRequestHandler):
             if body.get("stream"):
                 self._stream(body, text, prompt_tokens, new_tokens, request=request)
                 return
-            self._sleep_tokens(new_tokens)
+            self._sleep_tokens(new_tokens, text)
         finally:
             STATE.release(request)
         STATE.generate(text, prompt_tokens, new_tokens)
@@ -280,10 +287,10 @@ class Handler(BaseHTTPRequestHandler):
                 "stop_reason": None}
 
     @staticmethod
-    def _sleep_tokens(new_tokens: int) -> None:
+    def _sleep_tokens(new_tokens: int, prompt: str) -> None:
         running = STATE.running_now()
         time.sleep(ttft_s() * _load.ttft_factor(running)
-                   + max(0, new_tokens - 1) * token_s(running))
+                   + max(0, new_tokens - 1) * token_s(running, prompt))
 
     def _stream(self, body: dict[str, Any], text: str, prompt_tokens: int, n: int, *,
                 request: str) -> None:
@@ -295,7 +302,7 @@ class Handler(BaseHTTPRequestHandler):
         time.sleep(ttft_s() * _load.ttft_factor(STATE.running_now()))
         for i in range(n):
             if i:
-                time.sleep(token_s(STATE.running_now()))
+                time.sleep(token_s(STATE.running_now(), text))
             STATE.hold(request, prompt_tokens + i + 1)
             finish = "length" if i == n - 1 else None
             self._event({**head, "choices": [self._choice(" token", finish)], "usage": None})
