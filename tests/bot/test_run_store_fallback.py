@@ -1,6 +1,6 @@
 """`specbench run`'s wait when no end event ever comes: the store's word ends it, with the
-usual outcome for each terminal state (a unit test of `bot.cli.waiting.run_and_wait`; tests/bot/test_redis_away
-has the real processes)."""
+usual outcome for each terminal state (a unit test of `bot.cli.waiting.run_and_wait`;
+tests/bot/test_redis_away has the real processes)."""
 
 from __future__ import annotations
 
