@@ -33,14 +33,8 @@ def workload_of(records: Sequence[RunRecord]) -> dict[str, Any] | None:
     return None
 
 
-def add_categories(
-    report: dict[str, Any],
-    *,
-    records: Sequence[RunRecord],
-    baseline: RunRecord,
-    verdicts: Sequence[Verdict],
-    metric: Metric,
-) -> None:
+def add_categories(report: dict[str, Any], *, records: Sequence[RunRecord], baseline: RunRecord,
+                   verdicts: Sequence[Verdict], metric: Metric) -> None:
     """The report's workload keys, in place (see the module)."""
     names = category_names(records)
     report["workload"] = workload_of(records) or {"categories": [{"category": n} for n in names]}

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from jobs.core.levels import level_text
 from jobs.core.units import with_unit
 from jobs.core.workloads._category_verdicts import names_text
 
 SEPARATOR = " · "
-ROW_WIDTH = 100  # a text line of cells wraps before this many characters
 MEASURED = ("improved", "regressed", "unchanged", "inconclusive")
 MARKS = {"improved": "▲", "regressed": "▼", "unchanged": "=", "inconclusive": "?",
          "failed": "✗", "cancelled": "■", "skipped": "·"}
@@ -68,26 +68,15 @@ def baseline_cell(entry: Mapping[str, Any], metric: str) -> str:
     return f"{entry.get('category')} {with_unit(shown, metric)}"
 
 
-def wrap(cells: Sequence[str], width: int = ROW_WIDTH) -> list[str]:
-    """Cells joined with ' · ' into lines under `width` characters (a cell is never split)."""
-    lines: list[str] = []
-    for cell in cells:
-        if lines and len(lines[-1]) + len(SEPARATOR) + len(cell) <= width:
-            lines[-1] += SEPARATOR + cell
-        else:
-            lines.append(cell)
-    return lines
-
-
 def category_rows(result: Mapping[str, Any]) -> list[str]:
     """A result's categories as text lines (none without a workload)."""
-    return wrap([category_cell(e) for e in result.get("by_category") or []])
+    return level_text.wrap([category_cell(e) for e in result.get("by_category") or []])
 
 
 def baseline_rows(report: Mapping[str, Any]) -> list[str]:
     """The baseline's categories as text lines: each category's value."""
     entries = (report.get("baseline") or {}).get("by_category") or []
-    return wrap([baseline_cell(e, str(report.get("metric"))) for e in entries])
+    return level_text.wrap([baseline_cell(e, str(report.get("metric"))) for e in entries])
 
 
 def category_summary(result: Mapping[str, Any]) -> str:

@@ -23,12 +23,12 @@ from jobs.core.engine_info import describe
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
-from jobs.core.stacks import StackSpec
 from jobs.engines import preflight
 from jobs.engines.base import RunContext
 from jobs.engines.dialect import is_real, prompts_given, seeded
 from jobs.engines.fingerprint import host_fingerprint
 from jobs.engines.flags import to_cli_args as to_cli_args
+from jobs.engines.on_stack import OnStack
 from jobs.engines.served import run_served
 from jobs.engines.sglang import bench_client
 from jobs.engines.sglang import probe as sglang_probe
@@ -118,25 +118,13 @@ class SGLangDialect:
         return float(value) if is_real(value) and value > 0 else None
 
 
-class SGLangEngine:
+class SGLangEngine(OnStack):
     """Runs configurations with `$SPECBENCH_SGLANG_PYTHON -m sglang.launch_server`, or with a
     stack's interpreter and environment (docs/contracts.md "Stacks")."""
 
     name = "sglang"
 
-    def __init__(self, stack: StackSpec | None = None) -> None:
-        # The release this engine's preflight checked the batch against: its runs are spelled
-        # for it without asking again (an SGLang without metadata is imported at each asking).
-        self._version: str | None = None
-        self.stack = stack
-
-    @property
-    def python(self) -> str:
-        return self.stack.python if self.stack is not None else INFO.python()
-
-    @property
-    def env(self) -> dict[str, str]:
-        return dict(self.stack.env) if self.stack is not None else {}
+    info = INFO
 
     def preflight(self, plan: BatchPlan) -> dict[str, str]:
         found = sglang_probe.known_help(self.python, env=self.env)

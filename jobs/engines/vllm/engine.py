@@ -26,11 +26,11 @@ from jobs.core.engine_info import describe
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import load_rules
-from jobs.core.stacks import StackSpec
 from jobs.engines import flags, preflight
 from jobs.engines.base import RunContext
 from jobs.engines.dialect import is_real, prompts_given, seeded
 from jobs.engines.fingerprint import host_fingerprint
+from jobs.engines.on_stack import OnStack
 from jobs.engines.served import run_served
 from jobs.engines.vllm import bench_client
 from jobs.engines.vllm import probe as vllm_probe
@@ -136,23 +136,13 @@ class VLLMDialect:
         return 1.0 + accepted / drafts if drafts > 0 and accepted >= 0 else None
 
 
-class VLLMEngine:
+class VLLMEngine(OnStack):
     """Runs configurations with `$SPECBENCH_VLLM_PYTHON -m vllm.entrypoints.cli.main serve`, or
     with a stack's interpreter and environment (docs/contracts.md "Stacks")."""
 
     name = "vllm"
 
-    def __init__(self, stack: StackSpec | None = None) -> None:
-        self._version: str | None = None  # the release preflight found
-        self.stack = stack
-
-    @property
-    def python(self) -> str:
-        return self.stack.python if self.stack is not None else INFO.python()
-
-    @property
-    def env(self) -> dict[str, str]:
-        return dict(self.stack.env) if self.stack is not None else {}
+    info = INFO
 
     def preflight(self, plan: BatchPlan) -> dict[str, str]:
         for config in plan.configs:
