@@ -9,23 +9,21 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import socket
-import time
 from collections.abc import Callable, Mapping
-from pathlib import Path
-from typing import Any, overload
+from typing import Any
 
-from jobs import settings
 from jobs.batches import disk_space, remembering, stacks, sweeping, upgrading, watching
 from jobs.batches.bisecting import execute_bisect
+from jobs.batches.config_runs import CancelWatch, closing_bracket, run_one
+from jobs.batches.config_runs import log_path as log_path  # where the commands find it
 from jobs.batches.evidence_step import Evidence, ahead
-from jobs.batches.planning import new_batch_id, preflight
+from jobs.batches.planning import new_batch_id, refusals
 from jobs.batches.probing import execute_probe
 from jobs.batches.run_events import emit_finished, phase_emitter
 from jobs.core.advice import analyze, load_remedies
 from jobs.core.events import EventSink, MaskedSink, make_event
-from jobs.core.file_names import file_stem
 from jobs.core.memory import bench_settings, dead_end_record
-from jobs.core.noise import CLOSING, Spread, merge_starts, spread_of, spread_reps
+from jobs.core.noise import CLOSING, Spread, spread_of
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet, load_rules
@@ -34,7 +32,6 @@ from jobs.core.workloads import judge
 from jobs.engines import flag_facts
 from jobs.engines.base import (
     Engine,
-    PhaseCallback,
     RunContext,
     now_iso,
     plan_secrets,
@@ -44,8 +41,6 @@ from jobs.engines.base import (
 from jobs.errors import UserError
 from jobs.evidence.collectives import measure
 from jobs.store import RERUN_STATUSES, BatchRow, Store
-
-CANCEL_POLL_S = 0.5
 
 
 def metric_of(plan: BatchPlan) -> Metric:
@@ -82,29 +77,6 @@ def baseline_history(store: Store, row: BatchRow, records: list[RunRecord]) -> S
     return spread_of(store.history_points(baseline, row=row))
 
 
-def log_path(batch_id: str, approach: str) -> Path:
-    return settings.data_dir().resolve() / "logs" / batch_id / f"{file_stem(approach)}.log"
-
-
-class _CancelWatch:
-    """Cancel requests from the caller or the store, polled at most every CANCEL_POLL_S."""
-
-    def __init__(self, store: Store, batch_id: str, extra: Callable[[], bool] | None) -> None:
-        self._store, self._batch_id, self._extra = store, batch_id, extra
-        self._checked_at = 0.0
-        self.requested = False
-
-    def __call__(self) -> bool:
-        if self.requested:
-            return True
-        if self._extra is not None and self._extra():
-            self.requested = True
-        elif time.monotonic() - self._checked_at >= CANCEL_POLL_S:
-            self._checked_at = time.monotonic()
-            self.requested = self._store.is_cancel_requested(self._batch_id)
-        return self.requested
-
-
 def execute_batch(
     batch_id: str,
     *,
@@ -132,13 +104,13 @@ def execute_batch(
     if plan.bisect is not None:  # docs/contracts.md "Stacks": its parts are batches, run inline
         return execute_bisect(
             row, store=store, sink=sink, new_id=new_batch_id,
-            cancelled=_CancelWatch(store, batch_id, should_stop),
+            cancelled=CancelWatch(store, batch_id, should_stop),
             execute=lambda part, relay: execute_batch(
                 part, store=store, sink=relay, should_stop=should_stop, engine_for=engine_for,
                 inline=True))
     if plan.is_probe:  # a queued probe: no engine, no servers (jobs.batches.probing)
         return execute_probe(row, store=store, sink=sink,
-                             should_stop=_CancelWatch(store, batch_id, should_stop))
+                             should_stop=CancelWatch(store, batch_id, should_stop))
     try:  # the stacks it names, from this host's file (docs/contracts.md "Stacks")
         found = stacks.resolve(plan)
     except UserError as exc:
@@ -155,10 +127,10 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
     """`execute_batch` once its row is read, its sink masked and its engine chosen; `other`:
     the engine on the stack an upgrade check runs every configuration on again."""
     batch_id, plan = row.id, row.plan
-    cancel = _CancelWatch(store, batch_id, should_stop)
+    cancel = CancelWatch(store, batch_id, should_stop)
     host = socket.gethostname()
     done = {r.approach: r for r in store.records(batch_id) if r.status not in RERUN_STATUSES}
-    bad = _preflight(engine, plan)  # here, on the host whose engine will serve
+    bad = refusals(engine, plan)  # here, on the host whose engine will serve
     refusal = bad.get("baseline") if "baseline" not in done else None
     if refusal is not None:
         return _refuse(store, sink, batch_id, host=host, why=refusal)
@@ -203,10 +175,10 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
             record = dead_end_record(remembered.dead_end, now=to_run_record(
                 config, ctx, status="failed", started_at=now_iso()))
         else:
-            why = bad.get(config.approach) if config.approach in names else _preflight(
+            why = bad.get(config.approach) if config.approach in names else refusals(
                 engine, dataclasses.replace(plan, configs=(config,)), point=config.approach)
             record = disk_space.with_room(  # a full data dir pauses, then runs it again
-                lambda: _run_one(engine, config, ctx, bad=why, cancel=cancel),
+                lambda: run_one(engine, config, ctx, bad=why, cancel=cancel),
                 batch_id=batch_id, approach=config.approach, sink=sink, should_stop=cancel)
         if remembered.reopened is not None:
             record = dataclasses.replace(record, extra={**record.extra,
@@ -239,8 +211,8 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
     else:  # an upgrade check: each configuration on both stacks, alternating which goes first
         checked = upgrading.Against(
             plan=plan, engine=other, store=store, sink=sink, batch_id=batch_id,
-            bad=_preflight(other, plan), log_path=log_path, metric=metric, rules=rules, of=of,
-            run_one=lambda e, c, ctx, why: _run_one(e, c, ctx, bad=why, cancel=cancel),
+            bad=refusals(other, plan), log_path=log_path, metric=metric, rules=rules, of=of,
+            run_one=lambda e, c, ctx, why: run_one(e, c, ctx, bad=why, cancel=cancel),
         ).start()
         for step, (index, config, which) in enumerate(upgrading.steps(plan)):
             if which == upgrading.CURRENT and config.approach not in done:
@@ -251,8 +223,8 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
     if plan.sweep is not None:
         sweeping.run_points(plan, batch_id=batch_id, points=points, run=run, stop=cancel)
     if closing and baseline is not None and not cancel():
-        if (bracketed := _closing_bracket(engine, plan, baseline, store=store, sink=sink,
-                                          cancel=cancel, of=of)) is not None:
+        if (bracketed := closing_bracket(engine, plan, baseline, store=store, sink=sink,
+                                         cancel=cancel, of=of, metric=metric)) is not None:
             baseline = bracketed
             judged.clear()  # every approach is judged again, against both of the baseline's runs
     records = store.records(batch_id)
@@ -291,28 +263,6 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
     return report
 
 
-@overload
-def _preflight(engine: Engine, plan: BatchPlan) -> dict[str, str]: ...
-
-
-@overload
-def _preflight(engine: Engine, plan: BatchPlan, *, point: str) -> str | None: ...
-
-
-def _preflight(
-    engine: Engine, plan: BatchPlan, *, point: str | None = None
-) -> dict[str, str] | str | None:
-    """Approach -> why the installed engine refuses it; a preflight that cannot run at all (no
-    engine to ask) refuses the baseline. A sweep's `point` is checked alone, as it is about to
-    start (its plan's one configuration): none starts with a flag refused, and a sweep of
-    thousands of points checks only those its search proposes."""
-    try:
-        bad = preflight(plan, engine)  # what this host lacks refuses it too (jobs.extras)
-    except UserError as exc:
-        return {"baseline": str(exc)} if point is None else str(exc)
-    return bad if point is None else bad.get(point)
-
-
 def _refuse(store: Store, sink: EventSink, batch_id: str, *, host: str, why: str,
             what: str = "the baseline cannot start") -> dict[str, Any]:
     """End a batch whose baseline (or stack) this host cannot start: state `refused`, nothing
@@ -329,74 +279,3 @@ def _row(store: Store, batch_id: str) -> BatchRow:
     if row is None:
         raise UserError(f"unknown batch {batch_id!r}")
     return row
-
-
-def _run_one(
-    engine: Engine, config: RunConfig, ctx: RunContext, *, bad: str | None, cancel: _CancelWatch
-) -> RunRecord:
-    started = now_iso()
-    if cancel():
-        return to_run_record(config, ctx, status="skipped", started_at=started)
-    if bad is not None:
-        ctx.on_phase("preflight", {"error": bad})
-        return to_run_record(config, ctx, status="failed", started_at=started, exit_code=2,
-                             log_tail=bad)
-    ctx.on_phase("preflight", {})
-    return run_starts(engine, config, ctx)
-
-
-def run_starts(engine: Engine, config: RunConfig, ctx: RunContext) -> RunRecord:
-    """The configuration's run: one server start, or with the plan's `starts` its repetitions
-    spread over that many starts, one after another, each with its own log, the record merged
-    (docs/contracts.md "Noise, measured"). A start that does not end well ends the run."""
-    shares = spread_reps(ctx.plan.reps, ctx.plan.starts)
-    if len(shares) == 1:
-        return engine.run(config, ctx)
-    records: list[RunRecord] = []
-    stem = ctx.log_path.name.removesuffix(".log")
-    for number, reps in enumerate(shares, start=1):
-        each = dataclasses.replace(
-            ctx, plan=dataclasses.replace(ctx.plan, reps=reps),
-            log_path=ctx.log_path if number == 1 else ctx.log_path.with_name(
-                f"{stem}.start{number}.log"),
-            on_phase=_with_start(ctx.on_phase, number=number, of=len(shares)))
-        records.append(engine.run(config, each))
-        if records[-1].status != "ok":
-            break
-    return merge_starts(records)
-
-
-def _with_start(on_phase: PhaseCallback, *, number: int, of: int) -> PhaseCallback:
-    def tagged(phase: str, details: dict[str, Any]) -> None:
-        on_phase(phase, {**details, "start": number, "starts": of})
-    return tagged
-
-
-def _closing_bracket(
-    engine: Engine, plan: BatchPlan, baseline: RunRecord, *, store: Store, sink: EventSink,
-    cancel: _CancelWatch, of: int,
-) -> RunRecord | None:
-    """The baseline run again after every other configuration, kept in the baseline's record
-    as its `bracket` (docs/contracts.md "Noise, measured"); None when it already has one, or
-    the first run did not measure (nothing to bracket)."""
-    if "bracket" in baseline.extra or baseline.status != "ok":
-        return None
-    config = plan.baseline
-    ctx = RunContext(
-        batch_id=baseline.batch, plan=plan, log_path=log_path(baseline.batch, "baseline.last"),
-        fingerprint={}, should_stop=cancel,
-        on_phase=phase_emitter(sink, baseline.batch, CLOSING, of - 1, of),
-    )
-    ctx.on_phase("preflight", {})
-    closing = run_starts(engine, config, ctx)
-    found: dict[str, Any] = {"metrics": closing.metrics, "status": closing.status,
-                             "started_at": closing.started_at, "finished_at": closing.finished_at}
-    found.update({k: closing.extra[k] for k in ("by_load", "by_category", "starts",
-                                                "repetitions", "capacity")
-                  if k in closing.extra})
-    record = to_stored(dataclasses.replace(baseline, extra={**baseline.extra, "bracket": found}),
-                       plan)
-    store.put_record(record, position=0)
-    emit_finished(sink, dataclasses.replace(closing, approach=CLOSING, role="baseline"),
-                  verdict=None, plan=plan, metric=metric_of(plan), index=of - 1, of=of)
-    return record

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
+from typing import overload
 
 from jobs import settings
 from jobs.batches.values import override_refusal
@@ -79,6 +80,28 @@ def preflight(plan: BatchPlan, engine: Engine) -> dict[str, str]:
     if plan.workload is not None:  # its file is on this host: read and checked (file:line)
         read_workload(plan.workload)
     return engine.preflight(plan)
+
+
+@overload
+def refusals(engine: Engine, plan: BatchPlan) -> dict[str, str]: ...
+
+
+@overload
+def refusals(engine: Engine, plan: BatchPlan, *, point: str) -> str | None: ...
+
+
+def refusals(
+    engine: Engine, plan: BatchPlan, *, point: str | None = None
+) -> dict[str, str] | str | None:
+    """Approach -> why the installed engine refuses it; a preflight that cannot run at all (no
+    engine to ask) refuses the baseline. A sweep's `point` is checked alone, as it is about to
+    start (its plan's one configuration): none starts with a flag refused, and a sweep of
+    thousands of points checks only those its search proposes."""
+    try:
+        bad = preflight(plan, engine)  # what this host lacks refuses it too (jobs.extras)
+    except UserError as exc:
+        return {"baseline": str(exc)} if point is None else str(exc)
+    return bad if point is None else bad.get(point)
 
 
 def needs(plan: BatchPlan) -> list[tuple[str, str]]:

@@ -26,17 +26,15 @@ import secrets
 import threading
 import time
 from pathlib import Path
-from typing import Any
 
-from jobs.core.capacity import shown_metric
 from jobs.core.plans import RunConfig
 from jobs.core.records import RunRecord
 from jobs.core.rules import RuleSet
 from jobs.core.workloads import prompts_of
 from jobs.engines.base import RunContext, now_iso, server_env, to_run_record
+from jobs.engines.bench_passes import Pass, take_repetition, take_warmup
 from jobs.engines.categories_run import runs_of
-from jobs.engines.dialect import Dialect, is_count
-from jobs.engines.dialect import figures as figures_of
+from jobs.engines.dialect import Dialect
 from jobs.engines.levels_run import Ending as _Ending
 from jobs.engines.levels_run import Level
 from jobs.engines.procs import TAIL_LINES, ProcessGroup, free_port
@@ -229,48 +227,14 @@ class _Run:
             ending = self._server_ending() or _Ending("failed", exit_code=code, in_bench=True)
             ending.extra_lines = self._bench_lines(rep, why)  # the server's, if it died under it
             return ending
-        sent, completed = dialect.prompts_sent(level.bench), result.get("completed")
+        sent = dialect.prompts_sent(level.bench)
         length = dialect.accept_length(result, before, dialect.counters(self.port,
                                                                         self.watch.opener))
-        if rep == 0:
-            self._record_warmup(result, seed=bench["seed"], sent=sent, length=length)
-            return None
-        entry: dict[str, Any] = {"rep": rep, "seed": bench["seed"], "sent": sent,
-                                 "completed": completed, "sample": True}
-        level.repetitions.append(entry)
-        if not is_count(completed) or completed != sent:
-            entry.update(sample=False, why=f"completed {completed} of {sent}")
-            self.notes.append(f"specbench: repetition {rep} is no sample: {dialect.bench_name} "
-                              f"completed {completed} of {sent} prompts")
-            self.ctx.on_phase("result", level.tag({"rep": rep, "of": plan.reps, "metric":
-                                                   shown_metric(plan.metric), "value": None,
-                                                   "why": entry["why"]}))
-            return None
-        figures = figures_of(result, plan.metric, (*dialect.metrics, *plan.slo))
-        for key, figure in figures.items():
-            level.samples.setdefault(key, []).append(figure)
-        if length is not None and length > 0:
-            level.accept.append(float(length))
-            entry["accept_length"] = float(length)
-        shown = shown_metric(plan.metric)
-        self.ctx.on_phase("result", level.tag({"rep": rep, "of": plan.reps, "metric": shown,
-                                               "value": figures.get(shown)}))
+        pass_ = Pass(result=result, rep=rep, seed=bench["seed"], sent=sent, length=length)
+        taken = take_warmup if rep == 0 else take_repetition
+        taken(pass_, level, plan=plan, dialect=dialect, notes=self.notes,
+              on_phase=self.ctx.on_phase)
         return None
-
-    def _record_warmup(self, result: dict[str, Any], *, seed: int, sent: int,
-                       length: float | None) -> None:
-        """The warm-up's figures as the record keeps them, and its phase; never a sample."""
-        plan, level, completed = self.ctx.plan, self.level, result.get("completed")
-        level.warmup = warmup = {
-            **figures_of(result, plan.metric, (*self.dialect.metrics, *plan.slo)), "seed": seed,
-            "sent": sent, "completed": completed,
-            **({"accept_length": float(length)} if length is not None and length > 0 else {})}
-        if not is_count(completed) or completed != sent:
-            self.notes.append(f"specbench: the warm-up completed {completed} of {sent} prompts "
-                              "(not a sample either way)")
-        shown = shown_metric(plan.metric)
-        self.ctx.on_phase("result", level.tag({"rep": 0, "of": plan.reps, "metric": shown,
-                                               "warmup": True, "value": warmup.get(shown)}))
 
     def _reset(self, rep: int) -> None:
         """The engine's caches emptied before repetition `rep`, where it can."""
