@@ -28,7 +28,7 @@ from jobs.core.noise import slo_sample_problem
 from jobs.core.plans._bench_checks import bench_problems, metric_problems
 from jobs.core.plans._capacity_checks import capacity_problems
 from jobs.core.plans._loads import load_problems, slo_problems
-from jobs.core.plans._preset_files import read_preset_text, yaml_depth
+from jobs.core.plans._preset_files import describe_error, line_of, read_preset_text, yaml_depth
 from jobs.core.plans._preset_models import Approach, Config, Preset, Scalar, ServerValue, Timeouts
 from jobs.core.plans._protected_knobs import PROTECTED_WHY, is_protected_knob
 from jobs.core.plans._secret_refs import literal_secret_problems
@@ -149,16 +149,16 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
     try:
         preset = Preset.model_validate({**data, "source": source})
     except ValidationError as exc:
-        raise PresetError(_describe(exc, node=node, source=source, data=data)) from None
+        raise PresetError(describe_error(exc, node=node, source=source, data=data)) from None
     if (too_long := name_problem(preset.name)) is not None:
-        raise PresetError(f"{source}{_line_of(node, ('name',))}: key 'name': {too_long}")
+        raise PresetError(f"{source}{line_of(node, ('name',))}: key 'name': {too_long}")
     if not is_preset_name(preset.name):  # chat names it (retry, history): never a path
         raise PresetError(
-            f"{source}{_line_of(node, ('name',))}: key 'name' must be a plain name (letters, "
+            f"{source}{line_of(node, ('name',))}: key 'name' must be a plain name (letters, "
             "digits, '.', '_', '-'; no folder, no .yaml)"
         )
     if stem is not None and preset.name != stem:
-        line = _line_of(node, ("name",))
+        line = line_of(node, ("name",))
         raise PresetError(
             f"{source}{line}: key 'name' is {preset.name!r} but must equal the file's stem {stem!r}"
         )
@@ -175,9 +175,9 @@ def parse_preset(text: str, *, source: str, stem: str | None = None) -> Preset:
                          *slo_problems(preset.slo, engine=preset.engine),
                          *workload_problems(preset.workload, engine=preset.engine,
                                             bench=preset.bench, others=_judged_by(preset))][:1]:
-        raise PresetError(f"{source}{_line_of(node, loc)}: {message}")
+        raise PresetError(f"{source}{line_of(node, loc)}: {message}")
     for loc, message in literal_secret_problems(preset)[:1]:  # SPEC: secrets stay references
-        raise PresetError(f"{source}{_line_of(node, loc)}: {message}")
+        raise PresetError(f"{source}{line_of(node, loc)}: {message}")
     _check_tail_samples(preset, node=node, source=source)
     return preset
 
@@ -196,27 +196,27 @@ def _check_tail_samples(preset: Preset, *, node: yaml.Node | None, source: str) 
     for key in preset.slo:
         problem = slo_sample_problem([key], requests=requests)
         if problem is not None:
-            raise PresetError(f"{source}{_line_of(node, ('slo', key))}: key {problem}")
+            raise PresetError(f"{source}{line_of(node, ('slo', key))}: key {problem}")
 
 
 def _check_sweep(preset: Preset, *, node: yaml.Node | None, source: str) -> None:
     if preset.sweep is None:
         if not preset.approaches:
-            raise PresetError(f"{source}{_line_of(node, ('approaches',))}: key 'approaches': "
+            raise PresetError(f"{source}{line_of(node, ('approaches',))}: key 'approaches': "
                               "a preset needs at least one approach, or a sweep")
         return
     problems = sweep_problems(preset.sweep, [a.name for a in preset.approaches],
                               max_points=settings.max_points())
     if problems:
         loc, message = problems[0]
-        raise PresetError(f"{source}{_line_of(node, loc)}: {message}")
+        raise PresetError(f"{source}{line_of(node, loc)}: {message}")
 
 
 def _check_overridable(preset: Preset, *, node: yaml.Node | None, source: str) -> None:
     for knob in preset.overridable:
         if is_protected_knob(knob):
             raise PresetError(
-                f"{source}{_line_of(node, ('overridable',))}: overridable lists {knob!r}, "
+                f"{source}{line_of(node, ('overridable',))}: overridable lists {knob!r}, "
                 f"which is never overridable: {PROTECTED_WHY}"
             )
 
@@ -225,7 +225,7 @@ def _check_approaches(preset: Preset, *, node: yaml.Node | None, source: str) ->
     names = [a.name for a in preset.approaches]
     seen: set[str] = set()
     for index, approach in enumerate(preset.approaches):
-        where = f"{source}{_line_of(node, ('approaches', index))}"
+        where = f"{source}{line_of(node, ('approaches', index))}"
         if approach.name == "baseline":
             raise PresetError(f"{where}: approaches[{index}].name 'baseline' is reserved")
         if approach.name in seen:
@@ -234,7 +234,7 @@ def _check_approaches(preset: Preset, *, node: yaml.Node | None, source: str) ->
         if approach.extends is not None and approach.extends not in names:
             hint = difflib.get_close_matches(approach.extends, names, n=1)
             suggestion = f" (did you mean {hint[0]!r}?)" if hint else ""
-            where = f"{source}{_line_of(node, ('approaches', index, 'extends'))}"
+            where = f"{source}{line_of(node, ('approaches', index, 'extends'))}"
             raise PresetError(
                 f"{where}: approaches[{index}].extends names no approach "
                 f"{approach.extends!r}{suggestion}"
@@ -249,58 +249,3 @@ def _check_approaches(preset: Preset, *, node: yaml.Node | None, source: str) ->
                 raise PresetError(f"{source}: approaches extend each other in a loop: {loop}")
             chain.append(current.extends)
             current = by_name[current.extends]
-
-
-def _describe(exc: ValidationError, *, node: yaml.Node | None, source: str, data: Any) -> str:
-    error = exc.errors()[0]
-    loc = tuple(error["loc"])
-    key = _dotted(loc, data)
-    line = _line_of(node, loc)
-    if error["type"] == "extra_forbidden":
-        return f"{source}{line}: unknown key {key!r}"
-    if error["type"] == "missing":
-        return f"{source}{line}: missing key {key!r}"
-    return f"{source}{line}: key {key!r}: {error['msg'].removeprefix('Value error, ')}"
-
-
-def _dotted(loc: tuple[Any, ...], data: Any) -> str:
-    parts: list[str] = []
-    current = data
-    for item in loc:
-        if isinstance(item, int):
-            name = None
-            if isinstance(current, list) and item < len(current):
-                current = current[item]
-                name = current.get("name") if isinstance(current, dict) else None
-                if not isinstance(name, str) or len(name) > SHOWN_NAME_CHARS:
-                    name = None  # a list's index is shown instead of a name that is no name
-            parts[-1:] = [f"{parts[-1] if parts else ''}[{name or item}]"]
-        else:
-            parts.append(str(item))
-            current = current.get(item) if isinstance(current, dict) else None
-    return ".".join(parts)
-
-
-SHOWN_NAME_CHARS = 40
-"""The longest approach name a message shows in a key's path (`approaches[eagle3].name`)."""
-
-
-def _line_of(node: yaml.Node | None, loc: tuple[Any, ...]) -> str:
-    """':LINE' of the deepest YAML node on the path `loc`, or '' when unknown."""
-    found = node
-    for item in loc:
-        child = None
-        if isinstance(found, yaml.MappingNode):
-            for key_node, value_node in found.value:
-                if key_node.value == item:
-                    child = value_node if item != loc[-1] else key_node
-                    break
-        elif isinstance(found, yaml.SequenceNode) and isinstance(item, int):
-            if item < len(found.value):
-                child = found.value[item]
-        if child is None:
-            break
-        found = child
-    if found is None:
-        return ""
-    return f":{found.start_mark.line + 1}"
