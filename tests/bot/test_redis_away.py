@@ -165,7 +165,7 @@ def test_a_chat_run_while_redis_is_away_says_it_cannot_reach_the_broker(
     try:
         assert bot.command("run standin-away").status_code == 200  # queued: no worker needed
         wait_until(lambda: len(store.list_batches()) == 1, timeout=30, what="the first batch")
-        standin.wait_for(lambda cs: any(c.method == "chat.postMessage" for c in cs), timeout=20)
+        standin.wait_for(lambda cs: any(c.method == "chat.postMessage" for c in cs), timeout=60)
         server.kill()
         answers: list[str] = []
         for attempt in range(2):  # a known broker (no ping), then one pinged again
