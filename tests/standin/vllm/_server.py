@@ -12,7 +12,7 @@ STANDIN_TTFT_MS (default: one token's time), so that bench serve's output_throug
 STANDIN_THROUGHPUT times the concurrency at one request; with more requests in flight each
 token and the first one take longer, and a speculative server's advantage fades, as `_load`
 models it (STANDIN_FATAL_AT_RUNNING: the engine's fatal error with that many in flight; a
-first token waits as `_load.first_token` says).
+streamed first token waits as `_load.first_token` says).
 The scheduler's gauges follow the requests in flight: each holds ceil(tokens / 16) KV blocks of
 STANDIN_KV_TOKENS (default 512,000, as the startup log says) while it runs; in arrival order,
 those that fit in --max-num-seqs (default 1024, 0.33.0's on an H100/H200) and in the KV cache
@@ -282,8 +282,9 @@ class Handler(BaseHTTPRequestHandler):
 
     @staticmethod
     def _sleep_tokens(new_tokens: int) -> None:
-        running = _load.first_token(STATE.running_now, ttft_s())
-        time.sleep(max(0, new_tokens - 1) * token_s(running))
+        running = STATE.running_now()
+        time.sleep(ttft_s() * _load.ttft_factor(running)
+                   + max(0, new_tokens - 1) * token_s(running))
 
     def _stream(self, body: dict[str, Any], text: str, prompt_tokens: int, n: int, *,
                 request: str) -> None:
