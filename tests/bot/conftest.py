@@ -65,10 +65,12 @@ approaches:
 
 class FakeEngine:
     """An engine without processes: values, spread, failures and delays from the config's env
-    (FAKE_VALUE, FAKE_SPREAD, FAKE_FAIL, FAKE_DELAY seconds per repetition)."""
+    (FAKE_VALUE, FAKE_SPREAD, FAKE_FAIL, FAKE_DELAY seconds per repetition). A test that sets
+    `gate` holds every run at its start until the test sets it."""
 
     name = "local"
     delay = 0.02
+    gate: threading.Event | None = None
 
     def preflight(self, plan: BatchPlan) -> dict[str, str]:
         return {}
@@ -81,6 +83,8 @@ class FakeEngine:
         started = now_iso()
         env = config.env
         delay = float(env.get("FAKE_DELAY", self.delay))
+        if self.gate is not None:
+            self.gate.wait(120)
         ctx.on_phase("launching", {})
         if env.get("FAKE_FAIL"):
             tail = (f"[launch] starting with token {os.environ.get('SLACK_BOT_TOKEN')}\n"
@@ -142,7 +146,7 @@ class BotServer:
     port: int
     server: Any
     thread: threading.Thread
-    client: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=10))
+    client: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=60))
 
     @property
     def url(self) -> str:
@@ -202,7 +206,7 @@ def start_bot(dispatcher: EmbeddedDispatcher, standin: SlackStandin, *, interval
     server = uvicorn.Server(config)
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     thread.start()
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60  # a guard against a hang only
     while not server.started:
         if time.monotonic() > deadline:
             raise RuntimeError("the bot did not start")

@@ -40,7 +40,7 @@ def _batch(router: Router) -> str:
     reply = router.handle("run demo --reps 1", caller=ALICE)
     assert reply.started is not None, reply.text
     batch_id = reply.started.batch.id
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while router.dispatcher.store.get_batch(batch_id).state not in TERMINAL_STATES:  # type: ignore[union-attr]
         assert time.monotonic() < deadline
         time.sleep(0.02)

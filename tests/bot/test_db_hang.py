@@ -4,11 +4,13 @@ Real processes: a `specbench bot --http` and a `specbench worker`, both on one P
 database through a TCP proxy the test owns, a real Redis, the Slack stand-in. While a batch
 runs, the proxy first hangs (it accepts and answers nothing, on new connections and open ones),
 then refuses connections, each time until the worker has found its store away and enough
-`help` commands went out meanwhile; all along, signed `help` commands arrive at a steady rate.
-Every one is acked in under 3 s and answered (while the database is away, not after), and the
-batch completes: every configuration measured, its summary posted once.
+`help` commands were acked meanwhile; all along, signed `help` commands arrive at a steady rate.
+The bot's own database timeouts outlast the hang, so an ack or an answer that waited on the
+database could not come while it lasts: every one is acked and answered while the database is
+away, not after, and the batch completes: every configuration measured, its summary posted once.
 
-`run_outages` is also what `tests/bench/bench_db_hang.py` measures with a 30 s hang.
+`run_outages` is also what `tests/bench/bench_db_hang.py` measures with a 30 s hang: how fast
+an ack is (Slack retries a request it has no answer to after 3 s) is its figure.
 Skipped without PostgreSQL or Redis (unless SPECBENCH_REQUIRE_POSTGRES / _REDIS say otherwise).
 """
 
@@ -20,7 +22,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from urllib.parse import urlencode
 
@@ -40,8 +42,9 @@ from tests.standin.tcp_proxy import TcpProxy
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
 
-ACK_LIMIT_S = 3.0  # Slack retries a request it has no answer to after 3 s
 TIMEOUTS = {"SPECBENCH_DB_CONNECT_TIMEOUT_S": "2", "SPECBENCH_DB_STATEMENT_TIMEOUT_S": "3"}
+# the bot's in the test: a call of its own on the hung database waits until the hang is over
+OUTLASTING = {"SPECBENCH_DB_CONNECT_TIMEOUT_S": "600", "SPECBENCH_DB_STATEMENT_TIMEOUT_S": "600"}
 APPROACHES = 3  # the hang is met by step-1, the refusal by a later step: one to spare
 HELPS = 15  # sent while each outage lasts, at least
 # the hang outlasts the longest a call may stay hung: the statement timeout, then the watchdog
@@ -88,7 +91,8 @@ class Pinger:
             self._thread.join(timeout=30)
 
     def sent(self, phase: str) -> int:
-        return sum(a.phase == phase for a in self.acks)
+        """The helps sent during `phase` and acked (each is recorded once its ack came)."""
+        return sum(a.phase == phase and a.status == 200 for a in self.acks)
 
     def _run(self) -> None:
         period = 1.0 / self.rate_hz
@@ -129,6 +133,12 @@ class Outcome:
         start, end = self.away[kind]
         return sum(start <= at <= end for at in self.answered_at)
 
+    def acked_during(self, kind: str) -> int:
+        """Helps sent and acked while the outage lasted."""
+        start, end = self.away[kind]
+        return sum(a.status == 200 and start <= a.sent_at and a.sent_at + a.latency_s <= end
+                   for a in self.acks)
+
     def latencies(self, *phases: str) -> list[float]:
         return [a.latency_s for a in self.acks if not phases or a.phase in phases]
 
@@ -167,17 +177,19 @@ def _database() -> Iterator[tuple[str, TcpProxy, str]]:
 
 def run_outages(root: Path, outages: Sequence[tuple[str, float]], *, rate_hz: float = 2.0,
                 gap_s: float = 3.0, timeouts: Mapping[str, str] = TIMEOUTS,
+                bot_timeouts: Mapping[str, str] | None = None,
                 until_met: bool = False) -> Outcome:
     """One batch through `outages` ("hang" or "refused", seconds each, `gap_s` apart), started
     once its baseline is stored, with `help` at `rate_hz` all along; then the batch's end.
-    `timeouts`: the database settings of both processes (empty: the defaults). `until_met`:
-    each outage also lasts until the worker has found its store away and HELPS went out during
-    it, and each gap until the worker's store has answered again (so that each outage is met
-    afresh)."""
+    `timeouts`: the database settings of both processes (empty: the defaults), `bot_timeouts`
+    the bot's over them. `until_met`: each outage also lasts until the worker has found its
+    store away and HELPS were acked during it, and each gap until the worker's store has
+    answered again (so that each outage is met afresh)."""
     with _database() as (direct_url, proxy, proxied_url):
         gen = redis_db()
         site = make_site(root, next(gen), {"standin-hang": PRESET})
         site.env.update(timeouts, SPECBENCH_DATABASE_URL=proxied_url)
+        bot_site = replace(site, env={**site.env, **(bot_timeouts or {})})
         standin = SlackStandin().start()
         direct = Store(direct_url)
         worker: Worker | None = None
@@ -185,7 +197,7 @@ def run_outages(root: Path, outages: Sequence[tuple[str, float]], *, rate_hz: fl
         pinger: Pinger | None = None
         away: dict[str, tuple[float, float]] = {}
         try:
-            worker, bot = start_worker_and_bot(site, "hangq", site, standin)
+            worker, bot = start_worker_and_bot(site, "hangq", bot_site, standin)
             assert bot.command("run standin-hang").status_code == 200
             [row] = wait_until(direct.list_batches, timeout=30, what="the batch stored")
             wait_until(lambda: direct.records(row.id), timeout=60, what="the baseline's record")
@@ -253,13 +265,12 @@ def test_acks_stay_fast_and_the_batch_completes_while_the_database_hangs_then_re
     tmp_path: Path,
 ) -> None:
     outcome = run_outages(tmp_path, [("hang", HANG_S), ("refused", 0.0)], rate_hz=4.0, gap_s=0.0,
-                          until_met=True)
+                          bot_timeouts=OUTLASTING, until_met=True)
     slowest = max(outcome.latencies())
     print(f"acks: {len(outcome.acks)}, slowest {slowest:.3f} s, p99 {outcome.p99():.3f} s")
-    for phase in ("hang", "refused"):
-        assert len(outcome.latencies(phase)) >= HELPS, f"too few helps while {phase}"
+    for phase in ("hang", "refused"):  # an ack that waited on the database came after it
+        assert outcome.acked_during(phase) >= HELPS, f"too few helps acked while {phase}"
     assert all(a.status == 200 for a in outcome.acks), [a for a in outcome.acks if a.status != 200]
-    assert slowest < ACK_LIMIT_S, [a for a in outcome.acks if a.latency_s >= ACK_LIMIT_S]
     assert outcome.help_answers >= len(outcome.acks), "every help is answered"
     for phase in ("hang", "refused"):  # and answered while the database is away, not after
         sent = len(outcome.latencies(phase))

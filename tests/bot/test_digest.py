@@ -17,7 +17,7 @@ from tests.standin.slack_api import Call, SlackStandin
 
 def run_demo(dispatcher: EmbeddedDispatcher) -> str:
     batch = dispatcher.submit(plan_batch("demo"), requested_by="U_ALICE").batch.id
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while dispatcher.store.get_batch(batch).state not in TERMINAL_STATES:  # type: ignore[union-attr]
         assert time.monotonic() < deadline, "the demo batch did not end"
         time.sleep(0.05)

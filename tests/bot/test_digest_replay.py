@@ -69,7 +69,7 @@ def test_a_digest_command_replayed_after_a_restart_posts_once(site: Site) -> Non
         # recorded done, not only begun: a bot killed between Slack's answer and its record
         # is the one case left open (docs/contracts.md), not what this test is about
         wait_until(lambda: (got := store.slack_parts(f"request:{key}").get("reply")) is not None
-                   and got.is_done, timeout=10, what="the answer recorded")
+                   and got.is_done, timeout=60, what="the answer recorded")
         first.kill9()
         second.start()
         send(second, body, retry=1)  # Slack's retry of the same request, to the new bot

@@ -203,7 +203,7 @@ def test_a_bot_killed_mid_batch_is_succeeded_by_one_that_posts_the_summary_once(
         # and the events emitted while no bot was up were read (the group's cursor is at the end).
         info = wait_until(lambda: (i := group_info(site))["consumers"].get(second.consumer) == 0
                           and i["group"]["last-delivered-id"] == i["last"] and i,
-                          timeout=15, what="the new bot to acknowledge every event")
+                          timeout=60, what="the new bot to acknowledge every event")
         assert first.consumer in info["consumers"]
         second.stop()
         assert "bot starting" in second.output()

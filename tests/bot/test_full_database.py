@@ -13,7 +13,6 @@ page limit (`PRAGMA max_page_count`: "database or disk is full").
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -34,7 +33,7 @@ from tests.jobs.test_distributed import Site, make_site, redis_db, wait_until
 from tests.standin.postgres import SmallVolume, small_volume
 from tests.standin.slack_api import Call, SlackStandin
 
-ANSWER_S = 10.0  # an answer takes well under a second: this is only the test's patience
+ANSWER_S = 60.0  # only the test's patience: the answers are awaited before space is freed
 LINES = ("help", "status", "show")
 ANSWERS = ("chat.postEphemeral", "chat.postMessage")
 
@@ -98,12 +97,10 @@ def test_a_full_database_volume_leaves_help_status_and_show_answered(
                 connection.execute(text("CREATE TABLE specbench_probe (i int); "
                                         "INSERT INTO specbench_probe VALUES (1)"))
         before = len(standin.recorded())
-        began = time.monotonic()
         for line in LINES:
             assert bot.command(line).status_code == 200
         answers = wait_until(lambda: len(got := _answers(standin, before)) >= 3 and got,
                              timeout=ANSWER_S, what="an answer to each command")
-        took = time.monotonic() - began
         texts = " ".join(Message(text=c.body.get("text") or "").text for c in answers)
         assert "run PRESET" in texts  # help
         assert batch in texts  # show: the latest batch
@@ -117,7 +114,6 @@ def test_a_full_database_volume_leaves_help_status_and_show_answered(
     finally:
         bot.stop()
         standin.stop()
-    assert took < ANSWER_S
 
 
 def _fill_sqlite(store: Store) -> Callable[[], None]:

@@ -52,7 +52,7 @@ class BotProcess:
             [sys.executable, "-m", "bot.cli.main", "bot", "--http", str(self.port)],
             env=env, cwd=REPO, stdout=self._out, stderr=subprocess.STDOUT,
         )
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not self._healthy():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.stop()

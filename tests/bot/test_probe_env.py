@@ -195,7 +195,7 @@ def test_the_slack_thread_and_upload_keep_the_reference(
         planting = server.command(f"probe --env PYTHONPATH={planted.parent / 'planted'}")
         assert literal.status_code == 200 and planting.status_code == 200
         standin.wait_for(lambda calls: len(
-            [c for c in calls if c.method == "chat.postEphemeral"]) == 2, timeout=20)
+            [c for c in calls if c.method == "chat.postEphemeral"]) == 2, timeout=60)
         assert server.command("probe --sizes 4K --iters 2 "
                               "--env MY_SECRET_TOKEN=${MY_SECRET_TOKEN}").status_code == 200
 

@@ -15,14 +15,14 @@ from tests.bot.test_slack_app import wait_done
 from tests.standin.slack_api import SlackStandin
 
 
-def wait_batches(dispatcher: EmbeddedDispatcher, count: int, *, timeout: float = 20) -> None:
+def wait_batches(dispatcher: EmbeddedDispatcher, count: int, *, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while len(dispatcher.store.list_batches()) < count:
         assert time.monotonic() < deadline, f"fewer than {count} batches"
         time.sleep(0.05)
 
 
-def wait_all_ended(dispatcher: EmbeddedDispatcher, *, timeout: float = 30) -> None:
+def wait_all_ended(dispatcher: EmbeddedDispatcher, *, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while any(r.state not in TERMINAL_STATES for r in dispatcher.store.list_batches()):
         assert time.monotonic() < deadline, "a batch did not end"

@@ -27,7 +27,7 @@ def router(slack_env: None) -> Iterator[Router]:
 
 
 def wait_ended(router: Router, batch_id: str) -> None:
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while router.dispatcher.store.get_batch(batch_id).state not in TERMINAL_STATES:  # type: ignore[union-attr]
         assert time.monotonic() < deadline
         time.sleep(0.02)

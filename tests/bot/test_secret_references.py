@@ -192,7 +192,7 @@ def start_real_bot(dispatcher: EmbeddedDispatcher, slack: SlackStandin) -> BotSe
                                            log_level="warning", lifespan="on"))
     thread = threading.Thread(target=lambda: asyncio.run(server.serve()), daemon=True)
     thread.start()
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while not server.started:
         assert time.monotonic() < deadline, "the bot did not start"
         time.sleep(0.02)

@@ -30,7 +30,7 @@ from tests.standin.slack_api import SlackStandin
 
 def _finished_batch(dispatcher: EmbeddedDispatcher) -> str:
     submitted = dispatcher.submit(plan_batch("demo"), requested_by="U_ALICE")
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         row = dispatcher.store.get_batch(submitted.batch.id)
         if row is not None and row.report is not None and row.state == "done":

@@ -173,7 +173,7 @@ def test_catch_up_resumes_from_the_store(dispatcher: EmbeddedDispatcher) -> None
     store = dispatcher.store
     store.set_thread(submitted.batch.id, "C_LAB", "100.1")
     store.set_progress_ts(submitted.batch.id, "100.2")
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while store.get_batch(submitted.batch.id).state != "done":  # type: ignore[union-attr]
         assert time.monotonic() < deadline
         time.sleep(0.02)
@@ -267,7 +267,7 @@ def test_a_durable_feed_is_acked_only_once_each_event_is_handled(
                                       channel="C_LAB")
         task = hub.open(submitted, channel="C_LAB")
         await asyncio.wait_for(task, 20)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60
         while len(feed.acked) < len(feed.given) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
         await hub.close()
@@ -294,7 +294,7 @@ def test_a_hub_closed_mid_batch_leaves_the_rest_unacked(dispatcher: EmbeddedDisp
         submitted = dispatcher.submit(plan_batch("demo"), requested_by="U_ALICE",
                                       channel="C_LAB")
         hub.open(submitted, channel="C_LAB")
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while "approach.phase" not in feed.acked_types():
             assert time.monotonic() < deadline
             await asyncio.sleep(0.02)
@@ -303,7 +303,7 @@ def test_a_hub_closed_mid_batch_leaves_the_rest_unacked(dispatcher: EmbeddedDisp
 
     try:
         batch = asyncio.run(scenario())
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60
         while dispatcher.store.get_batch(batch).state != "done":  # type: ignore[union-attr]
             assert time.monotonic() < deadline
             time.sleep(0.05)

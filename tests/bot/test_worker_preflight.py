@@ -82,7 +82,7 @@ def test_the_worker_preflights_and_a_bot_without_sglang_only_checks_preset_and_k
         # A bad knob is the bot's to refuse: privately, nothing stored.
         assert bot.command("run standin-pre --set nope=1").status_code == 200
         standin.wait_for(lambda cs: any("nope" in (c.body.get("text") or "") for c in cs),
-                         timeout=15)
+                         timeout=60)
         assert store.list_batches() == []
 
         # A good batch runs: the bot asked no SGLang, the worker did.
@@ -113,7 +113,7 @@ def test_the_worker_preflights_and_a_bot_without_sglang_only_checks_preset_and_k
         assert len(summaries(standin.recorded())) == 1  # no summary for a refused batch
         standin.wait_for(lambda cs: any(
             c.method == "chat.update" and refused.id in (c.body.get("text") or "")
-            and "refused" in (c.body.get("text") or "") for c in cs), timeout=15)
+            and "refused" in (c.body.get("text") or "") for c in cs), timeout=60)
 
         # The CLI in distributed mode: the same refusal is its exit 2, with the reason.
         done = cli(site, "run", "standin-refused", timeout=90)

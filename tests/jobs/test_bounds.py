@@ -7,13 +7,11 @@ records file that is binary, not UTF-8, empty or too deep is exit 2 with one lin
 
 from __future__ import annotations
 
-import calendar
 import json
 import os
 import sqlite3
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -164,7 +162,6 @@ def test_a_4096_point_adaptive_sweep_with_budget_2_starts_at_once_and_completes(
     path.write_text(sweep_4096(tag=standin.tag))
     env = {**os.environ, "PYTHONPATH": os.pathsep.join((os.environ["PYTHONPATH"], str(REPO)))}
     env.pop("SPECBENCH_BROKER_URL", None)
-    begun = time.time()
     done = subprocess.run([sys.executable, "-m", "bot.cli.main", "run", str(path), "--format",
                            "json"], cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=280)
@@ -176,15 +173,10 @@ def test_a_4096_point_adaptive_sweep_with_budget_2_starts_at_once_and_completes(
     database = tmp_path / "data" / "specbench.db"
     with sqlite3.connect(database) as db:
         plans = db.execute("select plan, created_at from batches order by created_at").fetchall()
-        started = db.execute("select min(json_extract(record, '$.started_at')) from runs"
-                             ).fetchone()[0]
     assert len(plans) == 2  # the sweep and its confirmation, both ended
-    # The stored plan keeps the grid, not 4,096 configurations.
+    # The stored plan keeps the grid, not 4,096 configurations; how long planning takes is
+    # make bench's figure (bench_sweep_bounds).
     assert all(len(plan) < 8_000 for plan, _ in plans), [len(p) for p, _ in plans]
-    # Planning took seconds: the baseline's server started soon after the command (its
-    # interpreter start-up and imports included, on a shared machine).
-    first = calendar.timegm(time.strptime(started[:19], "%Y-%m-%dT%H:%M:%S"))
-    assert first - begun < 20, (started, begun)
 
 
 # --------------------------------------------------------------------------- upper bounds

@@ -143,7 +143,7 @@ class Worker:
     def output(self) -> str:
         return self.log.read_text(errors="replace")
 
-    def logged(self, text: str, *, timeout: float = 10.0) -> str:
+    def logged(self, text: str, *, timeout: float = 60.0) -> str:
         """The log once it holds `text` (the task logs its result after its last event)."""
         deadline = time.monotonic() + timeout
         while text not in (out := self.output()) and time.monotonic() < deadline:
@@ -395,7 +395,7 @@ def test_a_redis_restart_mid_batch_loses_no_record(using: Site, tmp_path: Path) 
             except redis.RedisError:
                 return False
 
-        wait_until(ready, timeout=10, what="private redis", alive=proc)
+        wait_until(ready, timeout=60, what="private redis", alive=proc)
         return proc
 
     server = start_redis()
@@ -466,7 +466,7 @@ def test_a_worker_logs_its_start_and_keeps_its_heartbeat(site: Site, tmp_path: P
     worker = Worker(own, "heartbeat")
     try:
         beat = tmp_path / "data" / "heartbeat" / "worker"
-        wait_until(beat.is_file, timeout=10, what="the worker's heartbeat file")
+        wait_until(beat.is_file, timeout=60, what="the worker's heartbeat file")
         assert json.loads(beat.read_text())["pid"] == worker.proc.pid
         check = health()
         assert check.returncode == 0, check.stdout + check.stderr

@@ -112,5 +112,5 @@ def test_a_queued_batch_cancelled_before_it_starts_never_runs(
     two = dispatcher.submit(plan_batch("standin"), requested_by="U1").batch.id
     assert dispatcher.cancel(two).state == "cancelled"
     dispatcher.cancel(one)
-    until(sub, ended(one), timeout=20)
+    until(sub, ended(one), timeout=60)
     assert dispatcher.store.records(two) == []

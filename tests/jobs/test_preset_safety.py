@@ -195,7 +195,7 @@ def test_run_from_the_cli_runs_a_preset_file_by_path(
     path.write_text(DEMO.replace("name: demo", "name: mine"))
     started = run.run(_ctx(dispatcher, "cli"), run.RunArgs(preset=str(path), reps=1))
     batch_id = started.submitted.batch.id
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 60
     while (row := dispatcher.store.get_batch(batch_id)) is None or row.state not in TERMINAL_STATES:
         assert time.monotonic() < deadline
         time.sleep(0.02)

@@ -69,7 +69,7 @@ def ctx(dispatcher: EmbeddedDispatcher) -> Context:
 
 
 def finished(store: Store, batch_id: str) -> BatchRow:
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 60
     while (row := store.get_batch(batch_id)) is None or row.state not in TERMINAL_STATES:
         assert time.monotonic() < deadline, f"batch {batch_id} did not end"
         time.sleep(0.02)

@@ -36,7 +36,7 @@ from tests.jobs.test_distributed import (
 
 pytestmark = [pytest.mark.redis, pytest.mark.slow]
 
-EXIT_WITHIN_S = 10.0  # the server's stop (SIGTERM, 5 s grace) and Celery's own shutdown
+EXIT_WITHIN_S = 60.0  # a hang guard: the server it stops would load for an hour
 
 
 @pytest.fixture
@@ -63,14 +63,14 @@ def test_sigterm_stops_the_server_hands_the_batch_back_and_exits_within_seconds(
     try:
         batch = d.submit(plan_batch("standin-stop", queue="stopq"), requested_by="U1").batch.id
         collect(sub, is_phase(batch, 2, "launching"), timeout=30)
-        wait_until(leftovers, timeout=10, what="the slow server loading")
+        wait_until(leftovers, timeout=60, what="the slow server loading")
         worker.proc.send_signal(signal.SIGTERM)
         wait_until(lambda: worker.proc.poll() is not None, timeout=EXIT_WITHIN_S,
                    what="the worker to exit after SIGTERM")
         assert worker.proc.returncode == 0, worker.output()
         assert leftovers() == [], "the server outlived its worker"
         paused = collect(sub, lambda e: e["batch"] == batch and e["type"] == "batch.paused",
-                         timeout=5)[-1]
+                         timeout=60)[-1]
         assert "SIGTERM" in paused["reason"] and "runs again" in paused["reason"]
         assert "handed back" in worker.logged("handed back")
         store = Store(site.database)

@@ -36,7 +36,7 @@ class RedisServer:
             self.proc = subprocess.Popen(
                 ["redis-server", "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
                  "--appendonly", "no"], stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while not self.answers():
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"redis-server on {self.port} did not answer")

@@ -133,8 +133,9 @@ class SlackStandin:
         return [c for c in calls if (method is None or c.method == method)
                 and (status is None or c.status == status)]
 
-    def wait_for(self, predicate: Any, timeout: float = 10.0) -> list[Call]:
-        """Wait until `predicate(calls)` is true; returns the calls."""
+    def wait_for(self, predicate: Any, timeout: float = 60.0) -> list[Call]:
+        """Wait until `predicate(calls)` is true; returns the calls. The timeout only stops a
+        test that would hang: what a test holds is the calls, never how soon they came."""
         deadline = time.monotonic() + timeout
         while True:
             calls = self.recorded(status=None)

@@ -10,12 +10,17 @@ draft work is free while the GPU idles at one request and pure overhead once it 
 default 0, as before load levels; decay default 0.25: with gain 0.6 it wins by 60 % at 1 request
 and 7 % at 4, and loses 20 % at 16). STANDIN_FATAL_AT_RUNNING: when that many requests run at
 once the server logs its fatal line (STANDIN_FATAL), as one that runs out of memory under load.
+A served first token (`first_token`) waits for the most requests in flight while it waits, not
+those at its arrival: a level's first c requests arrive one by one, and counted at arrival they
+would see 1, 2, ... c, as many as the machine's speed let in before them.
 """
 
 from __future__ import annotations
 
 import math
 import os
+import time
+from collections.abc import Callable
 
 
 def _env(name: str, default: float) -> float:
@@ -36,6 +41,17 @@ def speed(running: float, *, speculative: bool, gain: float | None = None) -> fl
 
 def ttft_factor(running: float) -> float:
     return 1.0 + _env("STANDIN_TTFT_GROWTH", 0.1) * (max(1.0, running) - 1.0)
+
+
+def first_token(running: Callable[[], int], ttft_s: float) -> int:
+    """Wait until a request's first token is due: `ttft_s` times ttft_factor(the most requests
+    `running()` counted since it arrived), counted anew every 10 ms; that most, returned."""
+    arrived = time.monotonic()
+    most = running()
+    while (left := arrived + ttft_s * ttft_factor(most) - time.monotonic()) > 0:
+        time.sleep(min(left, 0.01))
+        most = max(most, running())
+    return most
 
 
 def dies_at(running: int) -> bool:

@@ -67,7 +67,7 @@ class VllmStandin(Standin):
                 **extra}
 
     def cli(self, *args: str, env: dict[str, str] | None = None,
-            timeout: float = 20.0) -> subprocess.CompletedProcess[str]:
+            timeout: float = 60.0) -> subprocess.CompletedProcess[str]:
         """`$SPECBENCH_VLLM_PYTHON -m vllm.entrypoints.cli.main ARGS`, run to its end in a
         process group of its own (as the worker runs it: the leak check looks at that group)."""
         return subprocess.run([str(self.python), "-m", "vllm.entrypoints.cli.main", *args],
@@ -91,7 +91,7 @@ def free_port() -> int:
         return port
 
 
-def wait_health(port: int, timeout: float = 10.0) -> bool:
+def wait_health(port: int, timeout: float = 60.0) -> bool:
     """Whether GET /health answered 200 within `timeout`, as the engine's readiness check."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -45,7 +45,7 @@ def test_the_cpu_capacity_preset_finds_each_configurations_capacity(tmp_path: Pa
     logs = tmp_path / "data" / "logs" / report["batch"]
     for name in ("baseline", "prompt-lookup"):
         header = (logs / f"{name}.log").read_text().splitlines()[0]
-        assert "--capacity 1,64 --slo median_ttft_ms=25.0" in header
+        assert "--capacity 1,32 --slo median_ttft_ms=25.0" in header
 
 
 @pytest.fixture(scope="module")

@@ -27,11 +27,11 @@ def test_a_group_is_alive_while_any_member_runs_and_not_once_only_zombies_are_le
         pgid = leader.pid
         assert group_alive(pgid) and sorted(group_members(pgid)) == sorted([pgid, child])
         os.kill(pgid, signal.SIGKILL)  # the leader is gone (a zombie until reaped)...
-        wait_until(lambda: group_members(pgid) == [child], timeout=10,
+        wait_until(lambda: group_members(pgid) == [child], timeout=60,
                    what="the leader gone from its group")
         assert group_alive(pgid)  # ...its child, still in the group, keeps it alive
         os.kill(child, signal.SIGKILL)
-        wait_until(lambda: not group_members(pgid), timeout=10, what="the child gone")
+        wait_until(lambda: not group_members(pgid), timeout=60, what="the child gone")
         assert not group_alive(pgid)  # the unreaped leader is a zombie: not alive
         leader.wait(timeout=10)
         assert not group_alive(pgid)  # and once reaped there is no process at all

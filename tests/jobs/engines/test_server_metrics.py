@@ -255,7 +255,7 @@ def sglang_server(*args: str, **env: str) -> Iterator[int]:
         env=environ, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT,
         start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while not _answers(port, "/get_model_info"):
             assert proc.poll() is None and time.monotonic() < deadline
             time.sleep(0.05)

@@ -62,7 +62,7 @@ def server(version: str, *args: str, **extra: str) -> Iterator[tuple[str, Path]]
             start_new_session=True,
         )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 60
         while "fired up" not in log.read_text():
             assert proc.poll() is None, log.read_text()
             assert time.monotonic() < deadline

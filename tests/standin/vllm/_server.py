@@ -13,7 +13,8 @@ Tokens stream at STANDIN_THROUGHPUT (default 82) tokens/s per request, the first
 STANDIN_TTFT_MS (default: one token's time), so that bench serve's output_throughput is about
 STANDIN_THROUGHPUT times the concurrency at one request; with more requests in flight each
 token and the first one take longer, and a speculative server's advantage fades, as `_load`
-models it (STANDIN_FATAL_AT_RUNNING: the engine's fatal error with that many in flight).
+models it (STANDIN_FATAL_AT_RUNNING: the engine's fatal error with that many in flight; a
+streamed first token waits as `_load.first_token` says).
 The scheduler's gauges follow the requests in flight: each holds ceil(tokens / 16) KV blocks of
 STANDIN_KV_TOKENS (default 512,000, as the startup log says) while it runs; in arrival order,
 those that fit in --max-num-seqs (default 1024, 0.33.0's on an H100/H200) and in the KV cache
@@ -299,13 +300,14 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("transfer-encoding", "chunked")
         self.end_headers()
         head = self._head(body)
-        time.sleep(ttft_s() * _load.ttft_factor(STATE.running_now()))
+        _load.first_token(STATE.running_now, ttft_s())
         for i in range(n):
             if i:
                 time.sleep(token_s(STATE.running_now(), text))
             STATE.hold(request, prompt_tokens + i + 1)
             finish = "length" if i == n - 1 else None
             self._event({**head, "choices": [self._choice(" token", finish)], "usage": None})
+        STATE.release(request)  # done before its stream closes: its client's next one finds it gone
         STATE.generate(text, prompt_tokens, n)
         if (body.get("stream_options") or {}).get("include_usage"):
             self._event({**head, "choices": [], "usage": _usage(prompt_tokens, n)})
