@@ -189,6 +189,7 @@ def _installed_standin(root: Path, version: str) -> Path:
         (site / "sglang").symlink_to(STANDIN / "sglang")
         (site / "standin_load.py").symlink_to(STANDIN / "standin_load.py")  # its load model
         (site / "standin_host.py").symlink_to(STANDIN / "standin_host.py")  # its host's drift
+        (site / "standin_traffic.py").symlink_to(STANDIN / "standin_traffic.py")  # per category
     for old in site.glob("sglang-*.dist-info"):
         for item in old.iterdir():
             item.unlink()
