@@ -308,7 +308,7 @@ def test_two_batches_on_one_queue_run_one_after_the_other(
 
 
 @pytest.mark.timeout(60)
-def test_cancel_stops_the_running_server_within_5_s(using: Site, main_worker: Worker) -> None:
+def test_cancel_stops_the_running_server_while_it_loads(using: Site, main_worker: Worker) -> None:
     d = dispatcher(using)
     sub = d.subscribe()
     try:
