@@ -143,7 +143,7 @@ def _fill_sqlite(store: Store) -> Callable[[], None]:
     return free
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_a_full_sqlite_store_leaves_the_embedded_bot_answering(
     bot: BotServer, standin: SlackStandin, dispatcher: EmbeddedDispatcher,
 ) -> None:

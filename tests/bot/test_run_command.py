@@ -104,7 +104,7 @@ def test_ctrl_c_stops_the_server_group_and_stores_the_batch_cancelled(env):
     ]
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_a_missing_sglang_interpreter_is_an_infrastructure_failure_and_stores_nothing(
     env, tmp_path
 ):

@@ -86,7 +86,7 @@ def test_a_stand_in_batch_gets_the_right_verdicts_and_leaves_nothing(standin, tm
     assert phases[:3] == ["preflight", "launching", "ready"] and "repetition" in phases
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_a_cancel_skips_the_rest_and_ends_the_batch_cancelled(standin, tmp_path):
     plan = standin.plan(
         standin.config("baseline", role="baseline"),
@@ -111,7 +111,7 @@ def test_a_cancel_skips_the_rest_and_ends_the_batch_cancelled(standin, tmp_path)
     standin.assert_clean()
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_a_resumed_batch_does_not_run_finished_approaches_again(standin, tmp_path):
     plan = standin.plan(
         standin.config("baseline", role="baseline"),

@@ -242,7 +242,7 @@ def dispatcher(site: Site, broker: str | None = None) -> DistributedDispatcher:
     return DistributedDispatcher(Store(site.database), broker or site.broker)
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_a_batch_runs_through_the_queue_and_a_duplicate_starts_nothing(
     using: Site, main_worker: Worker
 ) -> None:
@@ -274,7 +274,7 @@ def test_a_batch_runs_through_the_queue_and_a_duplicate_starts_nothing(
     assert leftovers() == []
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_specbench_run_waits_for_the_report_in_distributed_mode(
     using: Site, main_worker: Worker
 ) -> None:
@@ -285,7 +285,7 @@ def test_specbench_run_waits_for_the_report_in_distributed_mode(
     assert report["state"] == "done" and "started on" in done.stderr
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_two_batches_on_one_queue_run_one_after_the_other(
     using: Site, main_worker: Worker
 ) -> None:
@@ -307,8 +307,8 @@ def test_two_batches_on_one_queue_run_one_after_the_other(
     assert second.started_at >= first.finished_at, "the two batches overlapped"
 
 
-@pytest.mark.timeout(60)
-def test_cancel_stops_the_running_server_within_5_s(using: Site, main_worker: Worker) -> None:
+@pytest.mark.timeout(180)
+def test_cancel_stops_the_running_server_while_it_loads(using: Site, main_worker: Worker) -> None:
     d = dispatcher(using)
     sub = d.subscribe()
     try:
@@ -334,7 +334,7 @@ def test_cancel_stops_the_running_server_within_5_s(using: Site, main_worker: Wo
     assert leftovers() == []
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_status_says_when_no_live_worker_serves_a_queue(using: Site) -> None:
     d = dispatcher(using)
     try:
@@ -443,14 +443,14 @@ def test_an_unreachable_broker_fails_fast_and_stores_nothing(using: Site, tmp_pa
     assert Store(database).list_batches() == []
 
 
-@pytest.mark.timeout(30)
+@pytest.mark.timeout(180)
 def test_cancel_of_an_unknown_batch_is_bad_input(using: Site) -> None:
     done = cli(using, "cancel", "b-unknown")
     assert done.returncode == 2
     assert done.stderr.strip() == "specbench cancel: error: unknown batch 'b-unknown'"
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_a_worker_logs_its_start_and_keeps_its_heartbeat(site: Site, tmp_path: Path) -> None:
     from jobs import __version__
 

@@ -48,7 +48,7 @@ def ended(batch: str) -> Callable[[Event], bool]:
     return lambda e: e["batch"] == batch and e["type"] in ("batch.finished", "batch.cancelled")
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_a_batch_runs_with_its_events_in_order(
     dispatcher: EmbeddedDispatcher, standin: Standin
 ) -> None:
@@ -89,7 +89,7 @@ def test_cancel_ends_the_batch_while_its_server_still_loads(
     standin.assert_clean()
 
 
-@pytest.mark.timeout(60)
+@pytest.mark.timeout(180)
 def test_two_batches_run_one_after_the_other(
     dispatcher: EmbeddedDispatcher, standin: Standin
 ) -> None:

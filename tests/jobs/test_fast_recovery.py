@@ -2,8 +2,9 @@
 predecessor is dead (host, pid and process start time in the lease owner) and takes the lease at
 once, and the start-up sweep kills the servers the dead worker left, even while it is a zombie.
 
-The real-process test runs `specbench worker` on a Redis database of its own with the default
-lease TTL (30 s), so that a resume within 5 s can only come from knowing the owner is dead.
+The real-process test runs `specbench worker` on a Redis database of its own with a lease TTL
+of an hour, so that a resume at all, within the test's minute, can only come from knowing the
+owner is dead (how soon it comes, issue 10's 5 s, is make bench's bench_recovery).
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from jobs.engines import procs
 from jobs.store import Store
 from tests.builders import killed_worker
 from tests.jobs.test_distributed import (
-    REPO,
     TAG,
     Site,
     is_end,
@@ -38,8 +38,7 @@ from tests.jobs.test_distributed import (
     wait_until,
 )
 
-RESUME_WITHIN_S = 5.0  # issue 10's target, on an unloaded host
-IDLE_IMPORT_S = 1.0  # a fresh interpreter importing the worker's task module, unloaded
+LEASE_TTL_S = 3600.0  # a lease that lapses long after the test would have failed
 
 
 def _state(pid: int) -> str | None:
@@ -144,27 +143,19 @@ def test_a_lease_is_taken_over_only_from_the_owner_named(tmp_path: Path) -> None
         assert not store.take_over_lease("b-1", "third", 30, dead="dead")
 
 
-def _host_slowness() -> float:
-    """How many times longer than on an idle host a worker's imports take here now (>= 1)."""
-    begun = time.monotonic()
-    subprocess.run([sys.executable, "-c", "import jobs.broker.tasks"], cwd=REPO, check=True,
-                   timeout=60)
-    return max(1.0, (time.monotonic() - begun) / IDLE_IMPORT_S)
-
-
 @pytest.fixture(scope="module")
 def recovery_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Site]:
     gen = redis_db()
     preset = pipeline_preset("standin-reps", reps=3, tag=TAG, second_startup="0.2")
     yield make_site(tmp_path_factory.mktemp("recovery"), next(gen), {"standin-reps": preset},
-                    ttl=30)
+                    ttl=LEASE_TTL_S)
     next(gen, None)
 
 
 @pytest.mark.redis
 @pytest.mark.slow
 @pytest.mark.timeout(120)
-def test_a_worker_restarted_after_kill_9_resumes_within_5_s(
+def test_a_worker_restarted_after_kill_9_resumes_before_the_lease_lapses(
     recovery_site: Site, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     site = recovery_site
@@ -172,7 +163,6 @@ def test_a_worker_restarted_after_kill_9_resumes_within_5_s(
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("SPECBENCH_BROKER_URL", site.broker)
     with killed_worker(site, "fast") as run:
-        slowness = _host_slowness()
         batch = run.submit(plan_batch("standin-reps", queue="fast"))
         run.wait(is_phase(batch, 2, "repetition"), timeout=30)
         # A crash: the worker alone is SIGKILLed; its servers, in sessions of their own,
@@ -181,17 +171,9 @@ def test_a_worker_restarted_after_kill_9_resumes_within_5_s(
         worker.proc.send_signal(signal.SIGKILL)
         wait_until(lambda: _state(worker.proc.pid) == "Z", timeout=60, what="the dead worker")
         assert leftovers(), "the dead worker's server should outlive it"
-        begun = time.monotonic()
         restarted = run.restart()
-        run.wait(is_phase(batch, 2, "launching"), timeout=RESUME_WITHIN_S + 5)
-        resumed = time.monotonic() - begun
-        events = run.wait(is_end(batch), timeout=40)
-    # The target on an idle host; on shared, busy cores as much more as a worker's start is
-    # slower there, but never near the 30 s TTL the batch used to wait for.
-    budget = min(RESUME_WITHIN_S * slowness, 15.0)
-    assert resumed < budget, (
-        f"resumed {resumed:.1f} s after the restart; budget {budget:.1f} s (this host runs "
-        f"{slowness:.1f}x slower than an idle one)")
+        run.wait(is_phase(batch, 2, "launching"), timeout=60)  # the lease lapses in an hour
+        events = run.wait(is_end(batch), timeout=60)
     assert f"took the lease of {batch} from " in restarted.output()
     assert "killed 1 server group" in restarted.output() or "killed 2 server group" in (
         restarted.output())

@@ -218,7 +218,7 @@ def test_a_draft_with_another_vocabulary_fails_as_bad_config(
     assert match is not None and match.tag == "bad-config"
 
 
-def test_a_cancel_stops_the_process_group_within_a_second(
+def test_a_cancel_stops_the_process_group_before_its_repetitions_end(
     engine: LocalEngine, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     groups = record_groups(engine, monkeypatch)
