@@ -3,16 +3,22 @@
 `standin_preset`: a preset of the stand-in SGLang (tests/standin/sglang) as the YAML text a test
 writes to its config folder or a file. `killed_worker`: a batch on a real `specbench worker` that
 the test kills mid-batch (kill -9, its servers left running) and restarts, every process and
-connection closed however the test ends.
+connection closed however the test ends. `specbench_here`: `specbench ARGS` in the test's own
+process, for what needs no process of its own (a refusal, a `show`): a process start costs
+0.3-1 s of CPU in imports, and the suite is CPU-bound.
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import pytest
 import yaml
 
 from tests.standin.harness import TINY_BENCH
@@ -135,3 +141,42 @@ def killed_worker(site: Site, queue: str) -> Iterator[KilledWorker]:
         if run.sub is not None:
             run.sub.close()
         d.close()
+
+
+def specbench_here(capsys: pytest.CaptureFixture[str], *argv: str,
+                   env: Mapping[str, str] | None = None, drop: Sequence[str] = (),
+                   cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """`specbench ARGV` through `bot.cli.main.main`, the entry the console script calls, in this
+    process: the variables named or prefixed in `drop` unset and `env` set while it runs (in
+    `cwd`), its stdout and stderr read back, its exit code (argparse's SystemExit included) as
+    the returncode, as `subprocess.run` would give them. Everything is set back afterwards."""
+    from bot.cli.main import main
+
+    capsys.readouterr()  # what came before is not this command's
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [n for n in os.environ if n.startswith(tuple(drop))]:
+            patch.delenv(name)
+        for name, value in (env or {}).items():
+            patch.setenv(name, value)
+        if cwd is not None:
+            patch.chdir(cwd)
+        try:
+            code = main(list(argv))
+        except SystemExit as exc:  # argparse's refusals
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        captured = capsys.readouterr()
+    return subprocess.CompletedProcess(list(argv), code, captured.out, captured.err)
+
+
+def specbench_here_as(capsys: pytest.CaptureFixture[str],
+                      environment: Callable[..., dict[str, str]],
+                      cwd: Path) -> Callable[..., subprocess.CompletedProcess[str]]:
+    """`run(place, *argv, **extra)`: `specbench_here` in `cwd` with exactly the environment
+    `environment(place, **extra)` gives a test's `specbench` subprocess (its STANDIN_ and
+    SPECBENCH_ variables those alone)."""
+
+    def run(place: Path, *argv: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        return specbench_here(capsys, *argv, env=environment(place, **extra),
+                              drop=("STANDIN_", "SPECBENCH_"), cwd=cwd)
+
+    return run

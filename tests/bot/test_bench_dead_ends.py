@@ -1,8 +1,9 @@
 """A failure of the benchmark is no dead end of the server configuration (issue 32, item 1),
-through the real `specbench run` and `show`: the local engine's bench refusing `output-len: 0`,
-and the stand-in SGLang's bench_serving failing for want of a dataset it cannot download. Under
-other bench settings the configuration runs as if it never failed; under the same ones it is a
-known dead end, and its why says what re-opens it."""
+through the real `specbench run` (a process of its own) and `show` (`bot.cli.main.main`, the same
+entry, in this process): the local engine's bench refusing `output-len: 0`, and the stand-in
+SGLang's bench_serving failing for want of a dataset it cannot download. Under other bench settings
+the configuration runs as if it never failed; under the same ones it is a known dead end, and its
+why says what re-opens it."""
 
 from __future__ import annotations
 
@@ -10,13 +11,13 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.builders import standin_preset
+from tests.builders import specbench_here, standin_preset
 from tests.conftest import REPO
 from tests.standin.harness import Standin, make_standin
 
@@ -68,6 +69,20 @@ def specbench(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=170)
 
 
+Shown = subprocess.CompletedProcess
+
+
+@pytest.fixture
+def show(capsys: pytest.CaptureFixture[str]) -> Callable[..., Shown[str]]:
+    """`specbench show ARGS` in this process (tests/builders.py `specbench_here`), in `cwd`,
+    without a broker (as `specbench` above, whose environment is this process's)."""
+
+    def shown(*args: str, cwd: Path) -> Shown[str]:
+        return specbench_here(capsys, "show", *args, drop=("SPECBENCH_BROKER_URL",), cwd=cwd)
+
+    return shown
+
+
 def run(path: Path) -> dict[str, Any]:
     done = specbench("run", str(path), "--format", "json", cwd=path.parent)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -80,8 +95,8 @@ def result(report: dict[str, Any], approach: str) -> dict[str, Any]:
     return found
 
 
-def records(batch: str, cwd: Path) -> dict[str, dict[str, Any]]:
-    shown = specbench("show", batch, "--format", "jsonl", cwd=cwd)
+def records(show: Callable[..., Shown[str]], batch: str, cwd: Path) -> dict[str, dict[str, Any]]:
+    shown = show(batch, "--format", "jsonl", cwd=cwd)
     assert shown.returncode == 0, shown.stderr
     return {(r := json.loads(line))["approach"]: r for line in shown.stdout.splitlines()}
 
@@ -95,7 +110,9 @@ def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Standin
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_a_bench_setting_the_client_refuses_poisons_no_other_preset(tmp_path: Path) -> None:
+def test_a_bench_setting_the_client_refuses_poisons_no_other_preset(
+    tmp_path: Path, show: Callable[..., Shown[str]]
+) -> None:
     """The issue's case: `output-len: 0` fails every configuration (bad-config); then a preset
     with the same configurations and a good bench measures them, with no `known from` and no
     root cause it never had, while a real dead end of the server stays known."""
@@ -114,14 +131,14 @@ def test_a_bench_setting_the_client_refuses_poisons_no_other_preset(tmp_path: Pa
     lookup = result(second, "prompt-lookup")
     assert lookup["verdict"] != "failed" and lookup["value"] is not None, lookup
     assert "known from" not in lookup["why"]
-    assert "known_from" not in records(second["batch"], tmp_path)["prompt-lookup"]
+    assert "known_from" not in records(show, second["batch"], tmp_path)["prompt-lookup"]
     own = result(second, "draft-own-vocab")  # a dead end of its server args, on any bench
     assert own["why"].startswith(f"known from {first['batch']}: "), own
     assert own["why"].endswith("re-opened by a change of its server args or env, or of the "
                                "stack (GPU, compute capability, driver, CUDA, torch, NCCL, the "
                                "engine local and its version)")
     assert second["root_cause"] is None  # one failure left, its own
-    stored = records(first["batch"], tmp_path)  # what the first batch's records say
+    stored = records(show, first["batch"], tmp_path)  # what the first batch's records say
     assert stored["prompt-lookup"]["failed_in"] == "bench"
     assert stored["prompt-lookup"]["bench"] == {"num-prompts": 2, "input-len": 32,
                                                 "output-len": 0}
@@ -130,7 +147,7 @@ def test_a_bench_setting_the_client_refuses_poisons_no_other_preset(tmp_path: Pa
 
 @pytest.mark.timeout(300)
 def test_a_bench_that_fails_on_a_live_server_is_known_only_with_its_settings(
-    tmp_path: Path, standin: Standin
+    tmp_path: Path, standin: Standin, show: Callable[..., Shown[str]]
 ) -> None:
     """bench_serving fails on a server that came up: the same preset again knows it (and says
     that a change of its bench settings re-opens it); with `random-ids` the same configurations
@@ -151,10 +168,9 @@ def test_a_bench_that_fails_on_a_live_server_is_known_only_with_its_settings(
     assert known["why"].startswith(f"known from {first['batch']}: "), known
     assert "re-opened by a change of its bench settings, server args or env" in known["why"]
     assert len(standin.notes("server")) == servers + 1  # only the baseline started
-    shown = specbench("show", again["batch"], cwd=tmp_path)
+    shown = show(again["batch"], cwd=tmp_path)
     assert "re-opened by a change of its bench settings" in shown.stdout
-    slack = json.loads(specbench("show", again["batch"], "--format", "slack",
-                                 cwd=tmp_path).stdout)
+    slack = json.loads(show(again["batch"], "--format", "slack", cwd=tmp_path).stdout)
     assert any("not started" in text and "re-opened by a change of its bench settings" in text
                for block in slack["blocks"] if block["type"] == "section"
                for text in [block["text"]["text"]]), slack
@@ -163,4 +179,4 @@ def test_a_bench_that_fails_on_a_live_server_is_known_only_with_its_settings(
     measured = result(fine, "chunked")
     assert measured["value"] is not None and "known from" not in measured["why"], measured
     assert len(standin.notes("server")) == servers + 3
-    assert records(first["batch"], tmp_path)["chunked"]["failed_in"] == "bench"
+    assert records(show, first["batch"], tmp_path)["chunked"]["failed_in"] == "bench"

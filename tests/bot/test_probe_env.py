@@ -7,6 +7,9 @@ is.
 
 How the ranks are seen to get what a reference resolves to: gloo reads GLOO_SOCKET_IFNAME, so
 `${PROBE_IFACE}` resolved to `lo` measures, and left as it is fails in gloo's own words.
+
+A probe that starts ranks runs `specbench` in a process of its own; a refusal, which starts none,
+calls `bot.cli.main.main(argv)`, the same entry, in this process, with the same environment.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +34,7 @@ from jobs.evidence.probe_input import asked
 from jobs.store import Store
 from tests.bot.conftest import BotServer, start_bot, summaries, thread_of
 from tests.bot.test_chat_probe import ALICE, ended, refused, router, said  # noqa: F401
+from tests.builders import specbench_here
 from tests.standin.slack_api import SlackStandin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -65,7 +70,23 @@ def specbench(*args: str, env: dict[str, str] | None = None,
         env={**inherited, "PYTHONPATH": str(REPO), **(env or {})}, timeout=timeout)
 
 
-def one_line(done: subprocess.CompletedProcess[str], code: int) -> str:
+Done = subprocess.CompletedProcess
+
+
+@pytest.fixture
+def inprocess(capsys: pytest.CaptureFixture[str]) -> Callable[..., Done[str]]:
+    """`specbench` as `specbench` above runs it (in the checkout, MY_SECRET_TOKEN and PROBE_IFACE
+    only where `env` says), in this process (tests/builders.py `specbench_here`): for refusals,
+    which start no rank."""
+
+    def run(*args: str, env: dict[str, str] | None = None) -> Done[str]:
+        return specbench_here(capsys, *args, drop=("MY_SECRET_TOKEN", "PROBE_IFACE"),
+                              env={"PYTHONPATH": str(REPO), **(env or {})}, cwd=REPO)
+
+    return run
+
+
+def one_line(done: Done[str], code: int) -> str:
     assert done.returncode == code, (done.returncode, done.stdout, done.stderr)
     assert done.stdout == ""
     (line,) = done.stderr.strip().splitlines()
@@ -79,12 +100,14 @@ def everything_under(folder: Path) -> bytes:
 # --------------------------------------------------------------------------- the CLI
 
 
-def test_the_cli_refuses_a_literal_secret_and_runs_a_reference(tmp_path: Path) -> None:
-    line = one_line(specbench("probe", "--env", f"NCCL_API_KEY={SECRET}"), 2)
+def test_the_cli_refuses_a_literal_secret_and_runs_a_reference(
+    tmp_path: Path, inprocess: Callable[..., Done[str]]
+) -> None:
+    line = one_line(inprocess("probe", "--env", f"NCCL_API_KEY={SECRET}"), 2)
     assert line.startswith("specbench probe: error: --env NCCL_API_KEY holds a literal secret")
     assert "write NCCL_API_KEY=${NCCL_API_KEY}" in line and SECRET not in line
 
-    line = one_line(specbench("probe", "--env", "NCCL_API_KEY=${MY_SECRET_TOKEN}"), 2)
+    line = one_line(inprocess("probe", "--env", "NCCL_API_KEY=${MY_SECRET_TOKEN}"), 2)
     assert line == ("specbench probe: error: --env NCCL_API_KEY: ${MY_SECRET_TOKEN} is not set "
                     "in the worker's environment")
 
@@ -109,11 +132,11 @@ def test_what_a_reference_resolved_to_is_masked_in_a_ranks_reason() -> None:
 
 
 def test_the_cli_never_hands_the_ranks_a_variable_that_chooses_their_code(
-    tmp_path: Path, planted: Path
+    tmp_path: Path, planted: Path, inprocess: Callable[..., Done[str]]
 ) -> None:
     for name in PROTECTED:
         value = str(planted.parent / "planted") if name == "PYTHONPATH" else str(tmp_path)
-        line = one_line(specbench("probe", "--sizes", "4K", "--iters", "1",
+        line = one_line(inprocess("probe", "--sizes", "4K", "--iters", "1",
                                   "--env", f"{name}={value}"), 2)
         assert line == (f"specbench probe: error: --env {name} is never accepted: it chooses "
                         "the code or the files the ranks load (docs/security.md)"), line
@@ -123,22 +146,27 @@ def test_the_cli_never_hands_the_ranks_a_variable_that_chooses_their_code(
 # --------------------------------------------------------------------------- the console
 
 
-def console(tmp_path: Path, line: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return specbench("console", "-c", line, "--timeout", "90",
-                     env={"SPECBENCH_DATA_DIR": str(tmp_path / "data"), "USER": "tester", **env})
+def console(tmp_path: Path, line: str, *, via: Callable[..., Any] = specbench,
+            **env: str) -> Done[str]:
+    """`specbench console -c LINE` (through `via`), its own data dir, USER tester."""
+    done: Done[str] = via(
+        "console", "-c", line, "--timeout", "90",
+        env={"SPECBENCH_DATA_DIR": str(tmp_path / "data"), "USER": "tester", **env})
+    return done
 
 
 def test_the_console_refuses_a_literal_secret_and_a_planted_path_storing_nothing(
-    tmp_path: Path, planted: Path
+    tmp_path: Path, planted: Path, inprocess: Callable[..., Done[str]]
 ) -> None:
-    done = console(tmp_path, f"probe --sizes 4K --iters 1 --env MY_SECRET_TOKEN={SECRET}")
+    done = console(tmp_path, f"probe --sizes 4K --iters 1 --env MY_SECRET_TOKEN={SECRET}",
+                   via=inprocess)
     assert done.returncode == 2 and done.stdout == "", done.stdout
     (line,) = done.stderr.strip().splitlines()
     assert "--env MY_SECRET_TOKEN holds a literal secret: write MY_SECRET_TOKEN=" in line
     assert SECRET not in done.stdout + done.stderr
 
     done = console(tmp_path, f"probe --sizes 4K --iters 1 --env PYTHONPATH={planted.parent}"
-                             "/planted")
+                             "/planted", via=inprocess)
     assert done.returncode == 2 and done.stdout == "", done.stdout
     (line,) = done.stderr.strip().splitlines()
     assert "--env PYTHONPATH is never accepted" in line

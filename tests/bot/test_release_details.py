@@ -1,18 +1,25 @@
 """Where specbench and the real releases disagreed in small ways (issue 32, item 7), through the
 CLI on the stand-ins: vLLM 0.33's other words for a GPU too old for a quantization and for too
 little memory at start, the bench module SGLang 0.5.15 moved, each release's own reading of an
-abbreviated flag, and the sampling each bench client sends, recorded and compared."""
+abbreviated flag, and the sampling each bench client sends, recorded and compared.
+
+The batches run through the real `specbench` command, each in a process of its own; what only
+reads the store afterwards (`show`, `compare`) and the preset refused before anything runs call
+`bot.cli.main.main` in this process, with the environment the command would have had (`here`)."""
 
 from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.bot.test_vllm_surfaces import BENCH, REPO, by_approach, specbench
+from tests.bot.test_vllm_surfaces import BENCH, REPO, by_approach, environment, specbench
+from tests.builders import specbench_here_as
 
 FAILING = {  # approach -> (STANDIN_FATAL, the cause its line gives)
     "compressed-tensors": ("quant-min", "arch-unsupported"),
@@ -43,6 +50,16 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.copytree(REPO / "config", root / "config")
     (root / "config" / "presets" / "vquirks.yaml").write_text(VQUIRKS)
     return root
+
+
+Here = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture
+def here(capsys: pytest.CaptureFixture[str]) -> Here:
+    """`specbench(site, ARGS)` in this process (tests/builders.py `specbench_here`): the
+    environment and working folder its subprocess gets, while it runs."""
+    return specbench_here_as(capsys, environment, REPO)
 
 
 def run_json(site: Path, preset: str, **env: str) -> dict[str, Any]:
@@ -90,7 +107,7 @@ AMBIGUOUS = ("ambiguous option: --pp could match --pp-async-batch-depth, "
 
 
 def test_sglang_preflight_reads_an_abbreviated_flag_as_the_release_s_parser_does(
-    site: Path, tmp_path: Path,
+    site: Path, tmp_path: Path, here: Here,
 ) -> None:
     (site / "config" / "presets" / "sabbrev.yaml").write_text(ABBREVIATED)
     report = run_json(site, "sabbrev", STANDIN_VERSION="0.5.19")
@@ -103,7 +120,7 @@ def test_sglang_preflight_reads_an_abbreviated_flag_as_the_release_s_parser_does
     preset = tmp_path / "spp.yaml"
     preset.write_text(ABBREVIATED.replace("name: sabbrev", "name: spp")
                       .replace("tp: 1}", "pp: 1}", 1))
-    done = specbench(site, "run", str(preset), STANDIN_VERSION="0.5.19",
+    done = here(site, "run", str(preset), STANDIN_VERSION="0.5.19",
                      SPECBENCH_DATA_DIR=str(tmp_path / "data"))
     assert done.returncode == 2, done.stderr
     assert AMBIGUOUS in done.stderr and len(done.stderr.strip().splitlines()) == 1
@@ -171,12 +188,13 @@ approaches:
 """
 
 
-def sampled_run(site: Path, name: str, preset: str, info: Path, **env: str) -> dict[str, Any]:
+def sampled_run(here: Here, site: Path, name: str, preset: str, info: Path,
+                **env: str) -> dict[str, Any]:
     """The batch's report, after checking that each of its records names the sampling its
     requests carried, as the stand-in server saw them."""
     (site / "config" / "presets" / f"{name}.yaml").write_text(preset)
     report = run_json(site, name, **env)
-    shown = specbench(site, "show", report["batch"], "--format", "jsonl")
+    shown = here(site, "show", report["batch"], "--format", "jsonl")
     records = [json.loads(line) for line in shown.stdout.splitlines()]
     assert {json.dumps(r["sampling"]) for r in records} == {json.dumps(report["sampling"])}
     (seen,) = {json.dumps(n["sampling"], sort_keys=True) for n in notes(info, "sampling")}
@@ -188,31 +206,33 @@ def sampled_run(site: Path, name: str, preset: str, info: Path, **env: str) -> d
 
 
 def test_each_record_names_its_sampling_and_compare_names_a_difference(
-    site: Path, tmp_path: Path,
+    site: Path, tmp_path: Path, here: Here,
 ) -> None:
-    sglang = sampled_run(site, "ssample", sglang_preset("ssample", tmp_path / "s.jsonl"),
+    sglang = sampled_run(here, site, "ssample", sglang_preset("ssample", tmp_path / "s.jsonl"),
                          tmp_path / "s.jsonl", STANDIN_VERSION="0.5.19")
     assert sglang["sampling"] == {"temperature": 0.0}  # bench_serving's --temperature default
-    unpinned = sampled_run(site, "vsample", vllm_preset("vsample", tmp_path / "v.jsonl"),
+    unpinned = sampled_run(here, site, "vsample", vllm_preset("vsample", tmp_path / "v.jsonl"),
                            tmp_path / "v.jsonl")
     assert unpinned["sampling"] == {"temperature": None}  # 0.33 sends none: the server's default
-    pinned = sampled_run(site, "vpinned", vllm_preset(
+    pinned = sampled_run(here, site, "vpinned", vllm_preset(
         "vpinned", tmp_path / "p.jsonl", BENCH.replace("}", ", temperature: 0}")),
         tmp_path / "p.jsonl")
     assert pinned["sampling"] == {"temperature": 0.0}
-    differ = specbench(site, "compare", sglang["batch"], unpinned["batch"], "--format", "json")
+    differ = here(site, "compare", sglang["batch"], unpinned["batch"], "--format", "json")
     data = json.loads(differ.stdout)
     assert data["sampling"]["changes"] == [{"key": "temperature", "a": 0.0, "b": None}]
     assert ("the batches sampled differently (temperature 0.0 → the server's default): "
             "acceptance and throughput are measured under different sampling") in data["warnings"]
-    text = specbench(site, "compare", sglang["batch"], unpinned["batch"]).stdout
+    text = here(site, "compare", sglang["batch"], unpinned["batch"]).stdout
     assert "Sampling: temperature 0.0 → the server's default" in text
-    alike = specbench(site, "compare", sglang["batch"], pinned["batch"]).stdout
+    alike = here(site, "compare", sglang["batch"], pinned["batch"]).stdout
     assert "Sampling: the same (temperature 0.0)" in alike
     assert "sampled differently" not in alike
 
 
-def test_the_shipped_eagle3_presets_pin_their_sampling_alike(site: Path, tmp_path: Path) -> None:
+def test_the_shipped_eagle3_presets_pin_their_sampling_alike(
+    site: Path, tmp_path: Path, here: Here,
+) -> None:
     from jobs.core.plans import load_preset
     from jobs.engines.sglang import bench_client as sglang_client
     from jobs.engines.vllm import bench_client as vllm_client
@@ -223,23 +243,23 @@ def test_the_shipped_eagle3_presets_pin_their_sampling_alike(site: Path, tmp_pat
     # eagle3's pin on a release whose bench_serving has no --temperature (before 0.5.14): the
     # value its client sends anyway, so the batch runs and records it
     pinned = SGLANG_BENCH.replace("}", f", temperature: {sglang.bench['temperature']}}}")
-    report = sampled_run(site, "sold", sglang_preset("sold", tmp_path / "o.jsonl", pinned),
+    report = sampled_run(here, site, "sold", sglang_preset("sold", tmp_path / "o.jsonl", pinned),
                          tmp_path / "o.jsonl", STANDIN_VERSION="0.5.9")
     assert report["sampling"] == {"temperature": 0.0}
     assert by_approach(report)["faster"]["verdict"] == "improved"
 
 
 def test_sampling_given_through_a_client_s_extra_body_is_what_the_record_names(
-    site: Path, tmp_path: Path,
+    site: Path, tmp_path: Path, here: Here,
 ) -> None:
     # vLLM: --extra-body's keys win over the flags; SGLang: a `sampling_params` in
     # --extra-request-body replaces the client's own (both checked against what the server got)
     extra = """, temperature: 0, extra-body: '{"temperature": 0.6, "top_p": 0.9}'}"""
-    vllm = sampled_run(site, "vextra", vllm_preset("vextra", tmp_path / "v.jsonl",
+    vllm = sampled_run(here, site, "vextra", vllm_preset("vextra", tmp_path / "v.jsonl",
                                                    BENCH.replace("}", extra)), tmp_path / "v.jsonl")
     assert vllm["sampling"] == {"temperature": 0.6, "top_p": 0.9}
     body = '{"sampling_params": {"temperature": 0.7, "max_new_tokens": 4, "ignore_eos": true}}'
     bench = SGLANG_BENCH.replace("}", f", extra-request-body: '{body}'}}")
-    sglang = sampled_run(site, "sextra", sglang_preset("sextra", tmp_path / "s.jsonl", bench),
+    sglang = sampled_run(here, site, "sextra", sglang_preset("sextra", tmp_path / "s.jsonl", bench),
                          tmp_path / "s.jsonl", STANDIN_VERSION="0.5.19")
     assert sglang["sampling"] == {"temperature": 0.7}

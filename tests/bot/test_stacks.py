@@ -3,7 +3,12 @@ keeps several stand-in engine environments side by side (tests/standin/stacks.py
 check on eagle3 and on eagle3-vllm, faster for some configurations, slower for one, broken for
 the one whose flag (or config key) the new release dropped, its servers alternating between
 the stacks; a dead end re-opened and fixed by the new stack; each stack fingerprinted by its own
-interpreter; a bisection over four stacks; and the bad input of the contract's section."""
+interpreter; a bisection over four stacks; and the bad input of the contract's section.
+
+The batches run through the real `specbench` command and console, each in a process of its own;
+what only reads the store afterwards (`show`, `history`, the records), the console's reply that
+runs nothing, and all but one of the bad inputs run `bot.cli.main.main` in this process, with the
+environment the command would have had (`here`)."""
 
 from __future__ import annotations
 
@@ -11,12 +16,14 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from jobs.store import Store
+from tests.builders import specbench_here_as
 from tests.standin.harness import STANDIN, Standin
 from tests.standin.stacks import FakeStack, make_interpreter, write_stacks_file
 
@@ -145,14 +152,25 @@ def specbench(root: Path, *args: str, timeout: float = 170,
                           text=True, cwd=REPO, env=environment(root, **extra), timeout=timeout)
 
 
+Here = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture
+def here(capsys: pytest.CaptureFixture[str]) -> Here:
+    """`specbench(root, ARGS)` in this process (tests/builders.py `specbench_here`): the
+    environment and working folder its subprocess gets, while it runs."""
+    return specbench_here_as(capsys, environment, REPO)
+
+
 def records(root: Path, batch: str, *, stack: str = "") -> list[dict[str, Any]]:
-    """The batch's records on its own stack, or on `stack`, as the store keeps them."""
-    code = ("import json, sys; from jobs.store import Store; "
-            "print(json.dumps([r.to_dict() for r in Store().records(sys.argv[1], "
-            "stack=sys.argv[2])]))")
-    done = subprocess.run([sys.executable, "-c", code, batch, stack], capture_output=True,
-                          text=True, cwd=REPO, env=environment(root), timeout=60, check=True)
-    found: list[dict[str, Any]] = json.loads(done.stdout)
+    """The batch's records on its own stack, or on `stack`, as the store keeps them (read in
+    this process, from the host's data dir, through JSON as the command line gives them)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("SPECBENCH_DATA_DIR", str(root / "data"))
+        patch.delenv("SPECBENCH_DATABASE_URL", raising=False)
+        with Store() as store:
+            text = json.dumps([r.to_dict() for r in store.records(batch, stack=stack)])
+    found: list[dict[str, Any]] = json.loads(text)
     return found
 
 
@@ -161,15 +179,15 @@ def servers(setup: Standin) -> list[str]:
     return [note["version"] for note in setup.notes("server")]
 
 
-def batches(root: Path) -> list[dict[str, Any]]:
-    done = specbench(root, "history", "--format", "json")
+def batches(here: Here, root: Path) -> list[dict[str, Any]]:
+    done = here(root, "history", "--format", "json")
     assert done.returncode == 0, done.stderr
     found: list[dict[str, Any]] = json.loads(done.stdout)
     return found
 
 
 @pytest.mark.timeout(300)
-def test_an_upgrade_check_of_eagle3_through_the_cli(host: Standin) -> None:
+def test_an_upgrade_check_of_eagle3_through_the_cli(host: Standin, here: Here) -> None:
     root = host.root
     # the current stack, named: hicache's flag is newer than 0.5.20, a dead end there
     first = specbench(root, "run", "eagle3", "--stack", OLD.name, "--format", "json")
@@ -213,13 +231,13 @@ def test_an_upgrade_check_of_eagle3_through_the_cli(host: Standin) -> None:
     assert all(r["fingerprint"]["torch"] != "2.14.0+cpu" for r in ours)
     assert {r["stack"] for r in theirs} == {NEW.name}
     # the text report ends with the line
-    text = specbench(root, "show", report["batch"])
+    text = here(root, "show", report["batch"])
     assert text.stdout.rstrip("\n").splitlines()[-1] == upgrade["summary"]
     assert "Memory: sglang-0.5.23 re-opens 1 dead end" in text.stdout
 
 
 @pytest.mark.timeout(300)
-def test_an_upgrade_check_of_eagle3_vllm_through_the_console(host: Standin) -> None:
+def test_an_upgrade_check_of_eagle3_vllm_through_the_console(host: Standin, here: Here) -> None:
     done = specbench(host.root, "console", "-c", f"run eagle3-vllm --against {VNEW.name}",
                      "--timeout", "240", timeout=280)
     assert done.returncode == 0, done.stderr
@@ -230,7 +248,7 @@ def test_an_upgrade_check_of_eagle3_vllm_through_the_console(host: Standin) -> N
     assert all(part in line for part in summary), line
     assert servers(host) == ["0.33.0", "0.34.0", "0.34.0", "0.33.0", "0.33.0", "0.34.0",
                              "0.34.0", "0.33.0", "0.33.0"]
-    report = json.loads(specbench(host.root, "show", "--format", "json").stdout)
+    report = json.loads(here(host.root, "show", "--format", "json").stdout)
     assert {r["approach"]: r["outcome"] for r in report["upgrade"]["results"]} == {
         "baseline": "faster", "cudagraph-capture-128": "slower", "eagle3": "faster",
         "eagle3-unpadded": "breaks"}
@@ -239,18 +257,20 @@ def test_an_upgrade_check_of_eagle3_vllm_through_the_console(host: Standin) -> N
 
 
 @pytest.mark.timeout(200)
-def test_a_batch_on_a_named_stack_from_chat(host: Standin) -> None:
+def test_a_batch_on_a_named_stack_from_chat(host: Standin, here: Here) -> None:
     done = specbench(host.root, "console", "-c", f"run regress --stack {NEW.name}")
     assert done.returncode == 0, done.stderr
     assert f"on stack {NEW.name}" in done.stdout
-    report = json.loads(specbench(host.root, "show", "--format", "json").stdout)
+    report = json.loads(here(host.root, "show", "--format", "json").stdout)
     assert report["ran"]["stack"] == NEW.name
     assert report["fingerprint"]["sglang"] == "0.5.23"
     assert servers(host) == ["0.5.23", "0.5.23"]
 
 
 @pytest.mark.timeout(300)
-def test_a_change_on_the_third_of_four_stacks_is_bisected_in_two_batches(host: Standin) -> None:
+def test_a_change_on_the_third_of_four_stacks_is_bisected_in_two_batches(
+    host: Standin, here: Here,
+) -> None:
     root = host.root
     write_stacks_file(root, FOUR)
     done = specbench(root, "bisect", "regress", "eagle3", "--from", "sglang-0.5.19", "--to",
@@ -265,11 +285,11 @@ def test_a_change_on_the_third_of_four_stacks_is_bisected_in_two_batches(host: S
     assert servers(host) == ["0.5.21", "0.5.21", "0.5.20", "0.5.20"]  # baseline, eagle3 each
     assert "sglang-0.5.21: 2/2 eagle3: regressed" in done.stderr  # its parts' progress
     bisection = json.loads(done.stdout)["batch"]
-    assert [b["batch"] for b in batches(root)] == [bisection]  # its parts are folded into it
-    assert specbench(root, "show").stdout.startswith(f"Bisect {bisection} (regress, eagle3, ")
+    assert [b["batch"] for b in batches(here, root)] == [bisection]  # its parts folded into it
+    assert here(root, "show").stdout.startswith(f"Bisect {bisection} (regress, eagle3, ")
     # with no stacks between, the reply names the stacks it would need, and runs nothing
     line = "bisect regress eagle3 --from sglang-0.5.21 --to sglang-0.5.23 --before 82 --after 60"
-    alone = specbench(root, "console", "-c", line)
+    alone = here(root, "console", "-c", line)
     assert alone.returncode == 0, alone.stderr
     assert ("no stacks between sglang-0.5.21 and sglang-0.5.23: the change came between them "
             "(sglang 0.5.21 → 0.5.23); to narrow it down this host would need a stack with "
@@ -284,7 +304,11 @@ def _bad_stacks(root: Path, name: str, text: str) -> str:
 
 
 @pytest.mark.timeout(200)
-def test_bad_stack_input_is_exit_2_with_one_line_and_nothing_stored(host: Standin) -> None:
+def test_bad_stack_input_is_exit_2_with_one_line_and_nothing_stored(
+    host: Standin, here: Here,
+) -> None:
+    """Each case through the command line and the console: the first as the installed command
+    in a process of its own (exit 2, one line on its stderr), the others in this process."""
     root = host.root
     failing = make_interpreter(root, FakeStack("broken", "sglang", "0.5.20"))
     failing.write_text("#!/bin/sh\necho 'error while loading shared libraries: libcudart' >&2\n"
@@ -317,13 +341,14 @@ def test_bad_stack_input_is_exit_2_with_one_line_and_nothing_stored(host: Standi
         (["bisect", "regress", "eagle4", "--from", OLD.name, "--to", NEW.name], {},
          "preset 'regress' has no approach 'eagle4' (did you mean 'eagle3'?)"),
     ]
-    for argv, extra, message in cases:
-        done = specbench(root, *argv, **extra)
+    for n, (argv, extra, message) in enumerate(cases):
+        command = specbench if n == 0 else here
+        done = command(root, *argv, **extra)
         assert done.returncode == 2, (argv, done.stderr)
         assert message in done.stderr, (argv, done.stderr)
         assert len(done.stderr.strip().splitlines()) == 1, done.stderr
-        chat = specbench(root, "console", "-c", " ".join(argv), **extra)
+        chat = command(root, "console", "-c", " ".join(argv), **extra)
         said = chat.stdout + chat.stderr
         assert chat.returncode == 2, (argv, said)
         assert message in said and len(said.strip().splitlines()) == 1, (argv, said)
-    assert batches(root) == [] and host.notes("server") == []
+    assert batches(here, root) == [] and host.notes("server") == []

@@ -3,6 +3,10 @@ items 2 and 3), through the real `specbench` command line: a grid over SPECBENCH
 refused at once in little memory, a 4,096-point adaptive sweep with a budget of 2 runs to its end on
 the stand-in SGLang, every number a user types has an upper bound its message names, and a preset or
 records file that is binary, not UTF-8, empty or too deep is exit 2 with one line.
+
+The million-point refusal (its peak memory is the whole process's) and the 4,096-point sweep run
+`specbench` in a process of their own; the other refusals call `bot.cli.main.main(argv)`, the same
+entry, in this process, with the environment a fresh process would have had.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import os
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -20,7 +24,7 @@ import pytest
 
 from jobs.core.plans import parse_preset
 from jobs.core.sweeps import sweep_problems
-from tests.builders import standin_preset
+from tests.builders import specbench_here, standin_preset
 from tests.standin.harness import Standin, make_standin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,6 +51,10 @@ class Measured:
     cpu_s: float
     peak_mb: float
 
+    @property
+    def returncode(self) -> int:
+        return self.rc
+
 
 def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SPECBENCH_")}
@@ -54,10 +62,19 @@ def cli_env(tmp_path: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def cli(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args], cwd=tmp_path,
-                          env=cli_env(tmp_path, **extra), capture_output=True, text=True,
-                          timeout=120)
+Cli = Callable[..., "subprocess.CompletedProcess[str]"]
+
+
+@pytest.fixture
+def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
+    """`specbench ARGS` in this process (tests/builders.py `specbench_here`): in `tmp_path`, with
+    `cli_env`'s SPECBENCH_ variables (no other, its own data dir) and `extra` for this call."""
+
+    def run(*args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in cli_env(tmp_path, **extra).items() if k.startswith("SPECBENCH_")}
+        return specbench_here(capsys, *args, env=env, drop=("SPECBENCH_",), cwd=tmp_path)
+
+    return run
 
 
 def measured_cli(tmp_path: Path, *args: str) -> Measured:
@@ -70,7 +87,7 @@ def measured_cli(tmp_path: Path, *args: str) -> Measured:
 
 def refused(done: subprocess.CompletedProcess[str] | Measured, tmp_path: Path) -> str:
     """The one line of a bad-input refusal (exit 2, no traceback, no batch stored)."""
-    assert done.rc == 2 if isinstance(done, Measured) else done.returncode == 2, done.stderr
+    assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1, done.stderr
     assert "internal error" not in lines[0] and "Traceback" not in done.stderr
@@ -119,11 +136,13 @@ def test_a_million_point_sweep_is_refused_at_once_in_little_memory(
     assert done.peak_mb < 300, done
 
 
-def test_the_limit_is_the_environment_s_and_a_grid_at_the_limit_passes(tmp_path: Path) -> None:
+def test_the_limit_is_the_environment_s_and_a_grid_at_the_limit_passes(
+    tmp_path: Path, cli: Cli
+) -> None:
     path = tmp_path / "forty.yaml"
     path.write_text(sweep_preset("forty", {"threads": [1, 2, 3, 4, 5, 6, 7, 8],
                                            "seed": [1, 2, 3, 4, 5]}, budget=4))
-    line = refused(cli(tmp_path, "run", str(path), SPECBENCH_MAX_POINTS="39"), tmp_path)
+    line = refused(cli("run", str(path), SPECBENCH_MAX_POINTS="39"), tmp_path)
     assert "40 points (8 x 5 values)" in line and "at most 39" in line, line
     preset = parse_preset(path.read_text(), source="forty.yaml")
     assert preset.sweep is not None
@@ -193,20 +212,21 @@ def test_a_4096_point_adaptive_sweep_with_budget_2_starts_at_once_and_completes(
     (("bot", "--http", "70000"), "must be a port from 1 to 65535, got 70000"),
 ])
 def test_every_number_on_the_command_line_has_a_bound_the_message_names(
-    tmp_path: Path, args: tuple[str, ...], bound: str
+    tmp_path: Path, cli: Cli, args: tuple[str, ...], bound: str
 ) -> None:
-    assert bound in refused(cli(tmp_path, *args), tmp_path)
+    assert bound in refused(cli(*args), tmp_path)
 
 
-def test_analyze_min_effect_has_a_bound(tmp_path: Path, seed_path: Path) -> None:
-    line = refused(cli(tmp_path, "analyze", str(seed_path), "--min-effect", "1001"), tmp_path)
+def test_analyze_min_effect_has_a_bound(tmp_path: Path, seed_path: Path,
+                                        cli: Cli) -> None:
+    line = refused(cli("analyze", str(seed_path), "--min-effect", "1001"), tmp_path)
     assert "--min-effect must be a percentage from 0 to 1000, got 1001" in line
 
 
 @pytest.mark.parametrize("line", ["run cpu-demo --reps 21", "run cpu-demo --reps=100000",
                                   "retry b-none baseline --reps 21"])
-def test_chat_numbers_have_the_same_bounds(tmp_path: Path, line: str) -> None:
-    done = cli(tmp_path, "console", "-c", line)
+def test_chat_numbers_have_the_same_bounds(cli: Cli, line: str) -> None:
+    done = cli("console", "-c", line)
     assert done.returncode == 2, done.stdout + done.stderr
     assert "--reps must be at most 20" in done.stdout + done.stderr
 
@@ -225,12 +245,12 @@ CPU = (REPO / "config" / "presets" / "cpu-demo.yaml").read_text()
     (("min_effect_pct: 5.0", "min_effect_pct: 1e9"), "less than or equal to 1000"),
 ])
 def test_every_number_of_a_preset_has_a_bound_the_message_names(
-    tmp_path: Path, change: tuple[str, str], bound: str
+    tmp_path: Path, cli: Cli, change: tuple[str, str], bound: str
 ) -> None:
     assert CPU.count(change[0]) == 1, change
     path = tmp_path / "cpu-demo.yaml"
     path.write_text(CPU.replace(*change))
-    line = refused(cli(tmp_path, "run", str(path)), tmp_path)
+    line = refused(cli("run", str(path)), tmp_path)
     assert bound in line and f"{path}:" in line, line
 
 
@@ -251,11 +271,12 @@ FILES: dict[str, tuple[bytes, str]] = {
 
 
 @pytest.mark.parametrize("kind", sorted(FILES))
-def test_any_preset_file_is_one_line_of_bad_input(tmp_path: Path, kind: str) -> None:
+def test_any_preset_file_is_one_line_of_bad_input(tmp_path: Path, cli: Cli,
+                                                   kind: str) -> None:
     data, reason = FILES[kind]
     path = tmp_path / f"{kind}.yaml"
     path.write_bytes(data)
-    line = refused(cli(tmp_path, "run", str(path)), tmp_path)
+    line = refused(cli("run", str(path)), tmp_path)
     assert reason in line and str(path) in line, line
 
 
@@ -268,9 +289,10 @@ RECORDS: dict[str, tuple[bytes, str]] = {
 
 
 @pytest.mark.parametrize("kind", sorted(RECORDS))
-def test_any_records_file_is_one_line_of_bad_input(tmp_path: Path, kind: str) -> None:
+def test_any_records_file_is_one_line_of_bad_input(tmp_path: Path, cli: Cli,
+                                                    kind: str) -> None:
     data, reason = RECORDS[kind]
     path = tmp_path / f"{kind}.jsonl"
     path.write_bytes(data)
-    line = refused(cli(tmp_path, "analyze", str(path)), tmp_path)
+    line = refused(cli("analyze", str(path)), tmp_path)
     assert reason in line, line

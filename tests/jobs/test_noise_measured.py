@@ -1,7 +1,12 @@
 """Noise, measured (issue 31, docs/contracts.md "Noise, measured"), through the real CLI and the
 stand-in SGLang: a host that drifts during a batch, restarts, a single repetition, tail
 percentiles over too few requests, a change across batches judged against its spread, a knob
-set twice, and the overrides every report shows."""
+set twice, and the overrides every report shows.
+
+The commands run `bot.cli.main.main(argv)`, the `specbench` entry, in this process (its
+environment and working folder set for the call alone, its output read with capsys), and their
+batches' servers are stand-in processes; the drifting host's batch runs the real
+`python -m bot.cli.main run` as a process of its own, the whole command from start to exit code."""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -17,6 +22,7 @@ from typing import Any
 import pytest
 
 from jobs.store import Store
+from tests.builders import specbench_here
 from tests.conftest import FINGERPRINT, make_plan, make_record
 from tests.standin.harness import Standin, make_standin
 
@@ -66,17 +72,33 @@ def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Standin
     setup.assert_clean()
 
 
-def cli(*args: str, cwd: Path, env: dict[str, str] | None = None, standin: Standin | None = None,
-        timeout: float = 170) -> subprocess.CompletedProcess[str]:
-    """The real `specbench`; with `standin`, its servers note themselves in its info file and
-    carry its tag (what its leak check looks for)."""
-    merged = {**os.environ, **(env or {})}
-    if standin is not None:
-        merged.update(STANDIN_INFO_FILE=str(standin.info_file), STANDIN_TAG=standin.tag)
-    merged["PYTHONPATH"] = os.pathsep.join(p for p in (merged.get("PYTHONPATH"), str(REPO)) if p)
-    merged.pop("SPECBENCH_BROKER_URL", None)
-    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args], cwd=cwd, env=merged,
-                          capture_output=True, text=True, timeout=timeout)
+Done = subprocess.CompletedProcess
+Cli = Callable[..., "Done[str]"]
+
+
+@pytest.fixture
+def cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Cli:
+    """`specbench ARGS` in tmp_path, in this process (tests/builders.py `specbench_here`;
+    `real`: the real `python -m bot.cli.main` in a process of its own); with `standin`, its
+    servers note themselves in its info file and carry its tag (what its leak check looks for).
+    `env` holds for this command alone."""
+
+    def run(*args: str, env: dict[str, str] | None = None, standin: Standin | None = None,
+            real: bool = False) -> Done[str]:
+        extra = dict(env or {})
+        if standin is not None:
+            extra.update(STANDIN_INFO_FILE=str(standin.info_file), STANDIN_TAG=standin.tag)
+        if real:
+            merged = {**os.environ, **extra}
+            merged["PYTHONPATH"] = os.pathsep.join(
+                p for p in (merged.get("PYTHONPATH"), str(REPO)) if p)
+            merged.pop("SPECBENCH_BROKER_URL", None)
+            return subprocess.run([sys.executable, "-m", "bot.cli.main", *args], cwd=tmp_path,
+                                  env=merged, capture_output=True, text=True, timeout=170)
+        return specbench_here(capsys, *args, env=extra, drop=("SPECBENCH_BROKER_URL",),
+                              cwd=tmp_path)
+
+    return run
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -97,11 +119,11 @@ def result(report: dict[str, Any], name: str) -> dict[str, Any]:
 
 @pytest.mark.timeout(200)
 def test_a_host_that_drifts_is_named_and_changes_inside_the_drift_are_inconclusive(
-    tmp_path: Path, standin: Standin
+    tmp_path: Path, standin: Standin, cli: Cli
 ) -> None:
     path = write(tmp_path, "drift", preset("drift", approaches=SAME + FASTER))
-    done = cli("run", str(path), "--format", "json", cwd=tmp_path, env=drifting(tmp_path, 6),
-               standin=standin)
+    done = cli("run", str(path), "--format", "json", env=drifting(tmp_path, 6),
+               standin=standin, real=True)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     # four servers: the baseline first, both approaches, the baseline again last
@@ -121,29 +143,27 @@ def test_a_host_that_drifts_is_named_and_changes_inside_the_drift_are_inconclusi
     retry = next(s for s in report["next_steps"] if s["approach"] == "same")
     assert retry["kind"] == "retry" and "starts: 2" in retry["action"]
     # the stored record keeps the closing run inside the baseline's; the text says so
-    records = [json.loads(line) for line in cli("show", "--format", "jsonl",
-                                                cwd=tmp_path).stdout.splitlines()]
+    records = [json.loads(line) for line in cli("show", "--format", "jsonl").stdout.splitlines()]
     assert [r["approach"] for r in records] == ["baseline", "same", "faster"]
     assert records[0]["bracket"]["metrics"]["output_throughput"] == pytest.approx([last, last])
-    text = cli("show", cwd=tmp_path).stdout
+    text = cli("show").stdout
     assert "Drift: the host drifted -16.9% during the batch" in text
     assert "baseline measured first and again last" in text
 
 
 @pytest.mark.timeout(200)
-def test_starts_spread_the_repetitions_and_widen_the_range(tmp_path: Path,
-                                                          standin: Standin) -> None:
+def test_starts_spread_the_repetitions_and_widen_the_range(tmp_path: Path, standin: Standin,
+                                                          cli: Cli) -> None:
     path = write(tmp_path, "starts", preset("starts", approaches=FASTER, extra="starts: 2",
                                             reps=3))
-    done = cli("run", str(path), "--format", "json", cwd=tmp_path, env=drifting(tmp_path, 10),
+    done = cli("run", str(path), "--format", "json", env=drifting(tmp_path, 10),
                standin=standin)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     assert len(standin.notes("server")) == 4  # two starts of each configuration, no bracket
     assert "bracket" not in report["baseline"]  # two configurations: nothing to bracket
     assert report["ran"] == {"reps": 3, "starts": 2, "bracket": False, "warmup": False}
-    records = [json.loads(line) for line in cli("show", "--format", "jsonl",
-                                                cwd=tmp_path).stdout.splitlines()]
+    records = [json.loads(line) for line in cli("show", "--format", "jsonl").stdout.splitlines()]
     base = records[0]
     assert [len(s["metrics"]["output_throughput"]) for s in base["starts"]] == [2, 1]
     # the second start ran on a host 10 % slower: the range holds both starts
@@ -152,14 +172,15 @@ def test_starts_spread_the_repetitions_and_widen_the_range(tmp_path: Path,
     assert [r["start"] for r in base["repetitions"]] == [1, 1, 2]
     faster = result(report, "faster")  # 164 x 0.81 and x 0.729 against [73.8, 82]
     assert faster["verdict"] == "improved"
-    assert "over 2 server starts" in cli("show", cwd=tmp_path).stdout
+    assert "over 2 server starts" in cli("show").stdout
 
 
 @pytest.mark.timeout(200)
 def test_one_repetition_is_inconclusive_without_a_noise_figure(tmp_path: Path,
-                                                             standin: Standin) -> None:
+                                                             standin: Standin,
+                                                             cli: Cli) -> None:
     path = write(tmp_path, "once", preset("once", approaches=FASTER))
-    done = cli("run", str(path), "--reps", "1", "--format", "json", cwd=tmp_path,
+    done = cli("run", str(path), "--reps", "1", "--format", "json",
                standin=standin)
     assert done.returncode == 0, done.stderr[-3000:]
     faster = result(json.loads(done.stdout), "faster")
@@ -174,11 +195,11 @@ P99 = "slo: {p99_ttft_ms: 5000}"
 
 @pytest.mark.timeout(200)
 def test_a_p99_over_eight_requests_is_refused_then_allowed_and_marked(
-    tmp_path: Path, standin: Standin
+    tmp_path: Path, standin: Standin, cli: Cli
 ) -> None:
     few = write(tmp_path, "tail", preset("tail", approaches=FASTER, extra=P99,
                                          bench="num-prompts: 8"))
-    refused = cli("run", str(few), cwd=tmp_path, standin=standin)
+    refused = cli("run", str(few), standin=standin)
     assert refused.returncode == 2
     assert refused.stderr.strip().splitlines() == [
         f"specbench run: error: {few}:11: key slo.p99_ttft_ms: a p99 needs at least 100 "
@@ -186,47 +207,47 @@ def test_a_p99_over_eight_requests_is_refused_then_allowed_and_marked(
         "num-prompts, limit another key, or set `allow_few_samples: true` to judge it anyway, "
         "marked"]
     assert standin.notes("server") == []
-    assert "no batch stored yet" in cli("show", cwd=tmp_path).stderr  # nothing stored
+    assert "no batch stored yet" in cli("show").stderr  # nothing stored
     allowed = write(tmp_path, "tail", preset("tail", approaches=FASTER,
                                              extra=P99 + "\nallow_few_samples: true",
                                              bench="num-prompts: 8"))
-    done = cli("run", str(allowed), "--format", "json", cwd=tmp_path, standin=standin)
+    done = cli("run", str(allowed), "--format", "json", standin=standin)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout)
     assert report["slo_samples"] == "few"
     assert report["slo_caveats"] == ["p99 of 8 requests: the slowest"]
     assert "SLO: p99_ttft_ms ≤ 5000 ms (p99 of 8 requests: the slowest)" in cli(
-        "show", cwd=tmp_path).stdout
+        "show").stdout
 
 
-def test_a_knob_set_twice_is_refused_on_every_surface(tmp_path: Path,
-                                                      standin: Standin) -> None:
+def test_a_knob_set_twice_is_refused_on_every_surface(tmp_path: Path, standin: Standin,
+                                                      cli: Cli) -> None:
     path = write(tmp_path, "twice", preset("twice", approaches=FASTER))
     done = cli("run", str(path), "--set", "mem-fraction-static=0.7", "--set",
-               "mem-fraction-static=0.75", cwd=tmp_path, standin=standin)
+               "mem-fraction-static=0.75", standin=standin)
     assert done.returncode == 2
     assert done.stderr.strip() == ("specbench run: error: --set mem-fraction-static is given "
                                    "twice ('0.7', then '0.75'): set each knob once")
-    chat = cli("console", "-c", "run cpu-demo --set threads=1 --set threads=2", cwd=tmp_path)
+    chat = cli("console", "-c", "run cpu-demo --set threads=1 --set threads=2")
     assert chat.returncode == 2
     assert chat.stderr == ("Sorry: --set threads is given twice ('1', then '2'): set each knob "
                            "once\n")
     assert standin.notes("server") == []
-    assert "no batch stored yet" in cli("show", cwd=tmp_path).stderr
+    assert "no batch stored yet" in cli("show").stderr
 
 
 @pytest.mark.timeout(200)
-def test_overrides_are_in_every_format(tmp_path: Path, standin: Standin) -> None:
+def test_overrides_are_in_every_format(tmp_path: Path, standin: Standin, cli: Cli) -> None:
     path = write(tmp_path, "over", preset("over", approaches=FASTER))
-    done = cli("run", str(path), "--set", "mem-fraction-static=0.75", cwd=tmp_path,
+    done = cli("run", str(path), "--set", "mem-fraction-static=0.75",
                standin=standin)
     assert done.returncode == 0, done.stderr[-3000:]
     line = ("Ran with: --set mem-fraction-static=0.75 · 2 reps per configuration · baseline "
             "measured once")
     assert line in done.stdout.splitlines()
-    report = json.loads(cli("show", "--format", "json", cwd=tmp_path).stdout)
+    report = json.loads(cli("show", "--format", "json").stdout)
     assert report["overrides"] == {"mem-fraction-static": 0.75}
-    blocks = json.loads(cli("show", "--format", "slack", cwd=tmp_path).stdout)
+    blocks = json.loads(cli("show", "--format", "slack").stdout)
     assert line in json.dumps(blocks, ensure_ascii=False)
 
 
@@ -253,39 +274,36 @@ def stored(store: Store, batch: str, base: list[float], *, days: int) -> None:
     store.set_state(batch, "done", host="gpu-1")
 
 
-def test_compare_judges_a_change_against_the_spread_of_earlier_batches(tmp_path: Path) -> None:
+def test_compare_judges_a_change_against_the_spread_of_earlier_batches(cli: Cli) -> None:
     with Store() as store:
         for day, base in enumerate(([82.0, 83.0, 84.0], [74.0, 75.0, 76.0],
                                     [88.0, 89.0, 90.0], [86.0, 86.5, 87.0])):
             stored(store, f"b-e{day}", base, days=day)
         stored(store, "b-within", [76.0, 77.0, 78.0], days=5)  # -11 % against b-e3: noise
         stored(store, "b-fell", [60.0, 61.0, 62.0], days=6)
-    within = json.loads(cli("compare", "b-e3", "b-within", "--format", "json",
-                            cwd=tmp_path).stdout)
+    within = json.loads(cli("compare", "b-e3", "b-within", "--format", "json").stdout)
     row = next(r for r in within["approaches"] if r["approach"] == "baseline")
     assert row["change_pct"] == pytest.approx(-11.0)
     assert row["spread"]["state"] == "within" and row["spread"]["n"] == 4
     assert row["beyond_noise"] is False
     assert row["spread"]["text"].startswith("within its usual spread (±") and \
         row["spread"]["text"].endswith("% over 4 batches)")
-    text = cli("compare", "b-e3", "b-within", cwd=tmp_path).stdout
+    text = cli("compare", "b-e3", "b-within").stdout
     assert "Moved beyond noise: none" in text
-    fell = json.loads(cli("compare", "b-within", "b-fell", "--format", "json",
-                          cwd=tmp_path).stdout)
+    fell = json.loads(cli("compare", "b-within", "b-fell", "--format", "json").stdout)
     row = next(r for r in fell["approaches"] if r["approach"] == "baseline")
     assert row["beyond_noise"] is True and row["direction"] == "worse"
     assert row["spread"]["state"] == "regressed" and row["spread"]["n"] == 5
     assert "beyond its usual spread" in row["spread"]["text"]
     assert "over 5 batches" in row["spread"]["text"]
     # two batches only: the change is named unconfirmed
-    early = json.loads(cli("compare", "b-e0", "b-e1", "--format", "json",
-                           cwd=tmp_path).stdout)
+    early = json.loads(cli("compare", "b-e0", "b-e1", "--format", "json").stdout)
     row = next(r for r in early["approaches"] if r["approach"] == "baseline")
     assert row["spread"]["state"] == "unconfirmed" and row["spread"]["n"] == 1
     assert row["beyond_noise"] is True  # −9.6 %, ranges apart: moved, but unconfirmed
 
 
-def test_the_digest_lists_no_regression_within_the_usual_spread(tmp_path: Path) -> None:
+def test_the_digest_lists_no_regression_within_the_usual_spread(cli: Cli) -> None:
     """The issue's case: the same configuration 16% lower than the batch before, on the same
     host and stack, within what its earlier batches spread over: no regression. A fall beyond
     the spread is one, named with the batches it rests on."""
@@ -294,7 +312,7 @@ def test_the_digest_lists_no_regression_within_the_usual_spread(tmp_path: Path) 
                                     [86.0, 87.0, 88.0], [84.0, 85.0, 86.0])):
             stored(store, f"b-e{day}", base, days=day)
         stored(store, "b-wobble", [70.5, 71.5, 72.5], days=5)  # -16 % against b-e3
-    digest = json.loads(cli("digest", "--days", "30", "--format", "json", cwd=tmp_path).stdout)
+    digest = json.loads(cli("digest", "--days", "30", "--format", "json").stdout)
     moved = {r["to"]["batch"]: r for r in digest["regressions"] if r["what"] == "baseline"}
     assert "b-wobble" not in moved  # within its usual spread over 4 batches
     # b-e1's fall against b-e0 alone rests on one earlier batch: listed, and named unconfirmed
@@ -302,7 +320,7 @@ def test_the_digest_lists_no_regression_within_the_usual_spread(tmp_path: Path) 
     assert "unconfirmed: 1 earlier batch on this host and stack" in moved["b-e1"]["same"]
     with Store() as store:
         stored(store, "b-fell", [55.0, 56.0, 57.0], days=6)
-    digest = json.loads(cli("digest", "--days", "30", "--format", "json", cwd=tmp_path).stdout)
+    digest = json.loads(cli("digest", "--days", "30", "--format", "json").stdout)
     (fell,) = [r for r in digest["regressions"]
                if r["what"] == "baseline" and r["to"]["batch"] != "b-e1"]
     assert fell["to"]["batch"] == "b-fell" and fell["spread"]["n"] == 5
