@@ -299,7 +299,8 @@ def test_the_procedures_that_run_here_work_on_a_fresh_clone(tmp_path: Path, brok
     install line's extras and no others, the worker it starts, the bot and beat up to where they
     need Slack, the batch it runs taken by that worker, then cancelled: the demo itself is
     test_cpu_demo's); then every `docker compose exec|run` command that runs here, against the
-    same store; then README's example session."""
+    same store (a command several pages give, such as `specbench status`, once); then README's
+    example session."""
     section = _section("deploying.md", "Without Docker")
     clone = fresh_clone(tmp_path / "specbench")
     procedure = Procedure(clone, tmp_path, installed=section.installed() or set(),
@@ -313,9 +314,12 @@ def test_the_procedures_that_run_here_work_on_a_fresh_clone(tmp_path: Path, brok
         compose = _compose_commands()
         assert {"specbench status", "specbench presets"} <= {shlex.join(c) for _, c in compose}
         assert any("migrate()" in shlex.join(c) for _, c in compose), compose
+        pages: dict[str, list[str]] = {}  # the same command on several pages: run it once
         for where, inner in compose:
-            done = procedure.run(inner)
-            assert done.returncode == 0, f"{where}: `{shlex.join(inner)}`: {done.stderr[-2000:]}"
+            pages.setdefault(shlex.join(inner), []).append(where)
+        for command, wheres in pages.items():
+            done = procedure.run(shlex.split(command))
+            assert done.returncode == 0, f"{wheres}: `{command}`: {done.stderr[-2000:]}"
     finally:
         procedure.close()
     analyze = [tokens for s in ALL if s.page == "README.md" for tokens in s.commands()
@@ -386,12 +390,16 @@ def _compose_commands() -> list[tuple[str, list[str]]]:
     return found
 
 
-def test_history_the_readme_names_is_a_command(tmp_path: Path) -> None:
+def test_history_the_readme_names_is_a_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """`specbench history` (README: "show, compare, history, status and the digest") lists the
-    batches people started, as chat's `history` does."""
+    batches people started, as chat's `history` does: the command as typed, in a process of its
+    own; its `--format json` through the same entry in this process (tests/builders.py)."""
     import json
 
     from jobs.store import Store
+    from tests.builders import specbench_here
     from tests.conftest import make_plan
 
     with Store() as store:
@@ -399,9 +407,9 @@ def test_history_the_readme_names_is_a_command(tmp_path: Path) -> None:
         store.create_batch(batch_id="b-hist", preset="eagle3", engine="local",
                            queue="default", requested_by="U_ALICE", plan=make_plan())
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    shown = [subprocess.run([sys.executable, "-m", "bot.cli.main", "history", *fmt],
-                            cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-             for fmt in ([], ["--format", "json"])]
+    shown = [subprocess.run([sys.executable, "-m", "bot.cli.main", "history"], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=120),
+             specbench_here(capsys, "history", "--format", "json", cwd=tmp_path)]
     assert [s.returncode for s in shown] == [0, 0], [s.stderr for s in shown]
     assert "b-hist" in shown[0].stdout and "eagle3" in shown[0].stdout
     assert [(r["batch"], r["preset"], r["by"]) for r in json.loads(shown[1].stdout)] == [

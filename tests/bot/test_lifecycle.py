@@ -1,7 +1,11 @@
 """Every batch ends (docs/contracts.md "Every batch ends", issue 19 item 1, issue 20 item
 5): a real `specbench run` stopped by SIGTERM, SIGHUP or kill -9 mid-batch, the console's Ctrl-C,
 and `cancel` of a batch whose runner is dead, on the stand-in SGLang. Afterwards no process of the
-batch is left (by tag and by process group) and no batch is queued or running."""
+batch is left (by tag and by process group) and no batch is queued or running. The batches run
+in real `specbench` processes, stopped by real signals; the commands that end a dead runner's
+batch (`status`, `cancel`) and read it afterwards (`show`, `digest`) run in the test's own
+process (tests/builders.py `specbench_here`): they end it through the store and its servers'
+registry, which needs no process of their own."""
 
 from __future__ import annotations
 
@@ -21,6 +25,7 @@ import yaml
 
 from jobs.engines.procs import group_members
 from jobs.store import Store
+from tests.builders import specbench_here
 from tests.conftest import REPO
 from tests.standin.harness import SERVER_ARGS, STANDIN, TINY_BENCH
 
@@ -89,18 +94,11 @@ def tagged(tag: str) -> list[int]:
     return found
 
 
-def specbench(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=120)
-
-
-def specbench_all(env: dict[str, str], *commands: list[str]) -> list[tuple[int, str, str]]:
-    """Several commands that only read, at once: (exit code, stdout, stderr) of each."""
-    results = []
-    for proc in [start(env, *args) for args in commands]:
-        out, err = proc.communicate(timeout=120)
-        results.append((proc.returncode, out, err))
-    return results
+def specbench(capsys: pytest.CaptureFixture[str], env: dict[str, str],
+              *args: str) -> subprocess.CompletedProcess[str]:
+    """`specbench ARGS` in this process, with exactly the environment `env` (its STANDIN_ and
+    SPECBENCH_ variables those alone)."""
+    return specbench_here(capsys, *args, env=env, drop=("STANDIN_", "SPECBENCH_"), cwd=REPO)
 
 
 def start(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
@@ -170,7 +168,7 @@ def test_a_stopped_run_cancels_its_batch_and_stops_its_servers_before_it_exits(
 
 @pytest.mark.timeout(180)
 def test_a_run_killed_with_9_is_ended_by_the_next_command_that_reads_its_batch(
-    env: dict[str, str],
+    env: dict[str, str], capsys: pytest.CaptureFixture[str],
 ) -> None:
     run = start(env, "run", "standin-life")
     groups = wait_for_the_hanging_server(env, run)
@@ -180,7 +178,7 @@ def test_a_run_killed_with_9_is_ended_by_the_next_command_that_reads_its_batch(
     with store_of(env) as store:
         [batch] = store.list_batches(states=ACTIVE)
 
-    status = specbench(env, "status")
+    status = specbench(capsys, env, "status")
     assert status.returncode == 0, status.stderr
     why = f"runner pid {run.pid} on host {os.uname().nodename} died"
     assert f"batch {batch.id} ended failed: {why}" in status.stdout
@@ -191,17 +189,18 @@ def test_a_run_killed_with_9_is_ended_by_the_next_command_that_reads_its_batch(
         assert ended is not None and ended.state == "failed" and why in (ended.error or "")
 
     # it ended with a report: show never fails on it
-    shown, digested = specbench_all(env, ["show"], ["digest", "--format", "json"])
-    assert shown[0] == 0, shown[2]
-    assert f"Ended failed: {why}" in shown[1]
-    digest = json.loads(digested[1])
+    shown = specbench(capsys, env, "show")
+    assert shown.returncode == 0, shown.stderr
+    assert f"Ended failed: {why}" in shown.stdout
+    digested = specbench(capsys, env, "digest", "--format", "json")
+    digest = json.loads(digested.stdout)
     assert [b["state"] for b in digest["batches"]] == ["failed"]
     assert "running" not in digest["counts"]
 
 
 @pytest.mark.timeout(180)
 def test_cancel_of_a_batch_whose_runner_is_dead_ends_it_and_kills_its_servers(
-    env: dict[str, str],
+    env: dict[str, str], capsys: pytest.CaptureFixture[str],
 ) -> None:
     run = start(env, "run", "standin-life")
     groups = wait_for_the_hanging_server(env, run)
@@ -209,7 +208,7 @@ def test_cancel_of_a_batch_whose_runner_is_dead_ends_it_and_kills_its_servers(
     run.communicate(timeout=30)
     with store_of(env) as store:
         [batch] = store.list_batches(states=ACTIVE)
-    done = specbench(env, "cancel", batch.id)
+    done = specbench(capsys, env, "cancel", batch.id)
     assert done.returncode == 0, done.stderr
     assert f"batch {batch.id}: cancel requested by tester; ended cancelled:" in done.stdout
     assert f"runner pid {run.pid} on host" in done.stdout and "killed" in done.stdout

@@ -2,7 +2,12 @@
 console on the SGLang stand-in: the CLI prints the confirmation's progress, `show` without BATCH is
 the sweep with its confirmation folded in, the confirmation names its sweep, `compare`'s defaults,
 `history` and the digest count the experiment once; and a sweep that extends a better approach says
-that it found nothing better than where it started."""
+that it found nothing better than where it started.
+
+The sweeps and the chat thread's run through the real `python -m bot.cli.main`, each in a process of
+its own; what only reads the store (`show`, `compare`, the console's `history`, `digest`) runs
+`bot.cli.main.main` in this process with the environment the command would have had (`here`,
+tests/builders.py)."""
 
 from __future__ import annotations
 
@@ -12,12 +17,14 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.builders import specbench_here_as
 from tests.standin.harness import SERVER_ARGS, STANDIN, TINY_BENCH
 
 REPO = Path(__file__).resolve().parents[2]
@@ -38,12 +45,13 @@ WINNER = "tp@STANDIN_THROUGHPUT=110"
 
 def specbench(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The real `specbench` with the stand-in SGLang and a config dir holding PRESET."""
-    (result,) = specbench_all(tmp_path, list(args))
-    return result
+    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args], capture_output=True,
+                          text=True, timeout=120, env=environment(tmp_path), cwd=REPO)
 
 
-def specbench_all(tmp_path: Path, *commands: list[str]) -> list[subprocess.CompletedProcess[str]]:
-    """Several `specbench` commands at once (for those that only read)."""
+def environment(tmp_path: Path) -> dict[str, str]:
+    """A `specbench` command's environment: the stand-in SGLang, the data dir under tmp_path and
+    a config dir there holding PRESET (written on first use)."""
     config = tmp_path / "config"
     if not config.exists():
         shutil.copytree(REPO / "config", config)
@@ -53,14 +61,17 @@ def specbench_all(tmp_path: Path, *commands: list[str]) -> list[subprocess.Compl
                SPECBENCH_SGLANG_PYTHON=sys.executable, SPECBENCH_CONFIG_DIR=str(config),
                SPECBENCH_DATA_DIR=str(tmp_path / "data"), USER="tester",
                STANDIN_HEALTH_S="0.02")  # servers ready at once: no test here times a start
-    procs = [(args, subprocess.Popen([sys.executable, "-m", "bot.cli.main", *args], text=True,
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                                     cwd=REPO)) for args in commands]
-    results = []
-    for args, proc in procs:
-        out, err = proc.communicate(timeout=120)
-        results.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
-    return results
+    return env
+
+
+Here = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def here(capsys: pytest.CaptureFixture[str]) -> Here:
+    """`here(tmp_path, ARGS)`: `specbench(tmp_path, ARGS)` in this process (tests/builders.py
+    `specbench_here_as`), its environment and folder those the real command gets."""
+    return specbench_here_as(capsys, environment, REPO)
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> str:
@@ -74,14 +85,12 @@ def as_json(result: subprocess.CompletedProcess[str]) -> Any:
 
 @pytest.fixture(scope="module")
 def two_sweeps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """Two runs of the sweep through the CLI, and what `show` says of the latest."""
+    """Two runs of the sweep through the CLI, each a process of its own (what `show` says of the
+    latest is asked by the tests that read it)."""
     tmp = tmp_path_factory.mktemp("sweeps")
     first = specbench(tmp, "run", "standin-parent")
     second = specbench(tmp, "run", "standin-parent", "--format", "json")
-    latest, slack = specbench_all(tmp, ["show", "--format", "json"],
-                                  ["show", "--format", "slack"])
-    return {"tmp": tmp, "first": first, "second": second, "latest": as_json(latest),
-            "slack": ok(slack), "second_report": as_json(second)}
+    return {"tmp": tmp, "first": first, "second": second, "second_report": as_json(second)}
 
 
 def test_the_cli_prints_the_confirmation_while_it_runs(two_sweeps: dict[str, Any]) -> None:
@@ -99,7 +108,7 @@ def test_the_cli_prints_the_confirmation_while_it_runs(two_sweeps: dict[str, Any
 
 
 def test_a_sweep_that_loses_to_its_parent_says_so_in_every_format(
-    two_sweeps: dict[str, Any],
+    two_sweeps: dict[str, Any], here: Here,
 ) -> None:
     text = ok(two_sweeps["first"]).splitlines()
     assert text[1].startswith("Sweep tp (grid, 2 of 2 points measured): confirmed: +34.1%")
@@ -112,44 +121,41 @@ def test_a_sweep_that_loses_to_its_parent_says_so_in_every_format(
     assert {k: best["vs_parent"][k] for k in ("approach", "delta_pct", "better")} == {
         "approach": "fast", "delta_pct": -26.7, "better": False}
     assert NOTHING_BETTER in best["vs_parent"]["why"]
-    assert NOTHING_BETTER in two_sweeps["slack"]
+    assert NOTHING_BETTER in ok(here(two_sweeps["tmp"], "show", "--format", "slack"))
 
 
-def test_show_is_the_sweep_and_the_confirmation_names_it(two_sweeps: dict[str, Any]) -> None:
-    report, latest = two_sweeps["second_report"], two_sweeps["latest"]
+def test_show_is_the_sweep_and_the_confirmation_names_it(
+    two_sweeps: dict[str, Any], here: Here,
+) -> None:
+    tmp, report = two_sweeps["tmp"], two_sweeps["second_report"]
+    latest = as_json(here(tmp, "show", "--format", "json"))
     assert latest["batch"] == report["batch"]  # the batch the person started, not its confirmation
     confirmation = latest["sweep"]["confirmation"]
     assert confirmation["verdict"] == "improved" and confirmation["approach"] == WINNER
-    as_data, as_text = specbench_all(two_sweeps["tmp"],
-                                     ["show", confirmation["batch"], "--format", "json"],
-                                     ["show", confirmation["batch"]])
-    shown = as_json(as_data)
+    shown = as_json(here(tmp, "show", confirmation["batch"], "--format", "json"))
     assert shown["confirms"] == report["batch"] and "confirms" not in latest
-    text = ok(as_text)
+    text = ok(here(tmp, "show", confirmation["batch"]))
     assert f"Confirmation of sweep batch {report['batch']}" in text.splitlines()[1]
 
 
 def test_compare_history_and_the_digest_count_the_experiment_once(
-    two_sweeps: dict[str, Any],
+    two_sweeps: dict[str, Any], here: Here,
 ) -> None:
     tmp = two_sweeps["tmp"]
     first = ok(two_sweeps["first"]).split(" · batch ")[1].split(":")[0]
     second = two_sweeps["second_report"]["batch"]
     confirm = two_sweeps["second_report"]["sweep"]["confirmation"]["batch"]
-    by_default, by_confirmation, in_console, digested = specbench_all(
-        tmp, ["compare", "--format", "json"], ["compare", confirm, "--format", "json"],
-        ["console", "-c", "history"], ["digest", "--format", "json"])
-    compared = as_json(by_default)
+    compared = as_json(here(tmp, "compare", "--format", "json"))
     assert (compared["a"]["batch"], compared["b"]["batch"]) == (first, second)
     # a confirmation named alone is compared with what came before its sweep
-    compared = as_json(by_confirmation)
+    compared = as_json(here(tmp, "compare", confirm, "--format", "json"))
     assert (compared["a"]["batch"], compared["b"]["batch"]) == (first, confirm)
-    history = ok(in_console)
+    history = ok(here(tmp, "console", "-c", "history"))
     lines = [line for line in history.splitlines() if " standin-parent by tester" in line]
     assert [line.split()[0] for line in lines] == [second, first]
     assert all("sweep tp confirmed +34.1% in b-" in line and "nothing better than fast" in line
                for line in lines), history
-    digest = as_json(digested)
+    digest = as_json(here(tmp, "digest", "--format", "json"))
     assert [b["batch"] for b in digest["batches"]] == [first, second]
     assert digest["counts"] == {"done": 2}
     assert all(b["confirmation"] for b in digest["batches"])

@@ -1,7 +1,13 @@
 """A vLLM batch end to end through the CLI, the console, Slack and the compare command, on the
 vLLM stand-in (tests/standin/vllm): improved with its accept length, out of memory, the custom
 all-reduce fallback, a removed flag refused before any server starts, and bad input refused with
-exit 2 before anything is stored."""
+exit 2 before anything is stored.
+
+The CLI's and the console's vLLM batches run the real `python -m bot.cli.main`, each in a process
+of its own, as does one refusal of bad input; the SGLang batch `compare` needs beside the vLLM one,
+what only reads the store (`compare`, `history`) and the other refusals (exit 2 and exit 1) run
+`bot.cli.main.main` in this process with the environment the command would have had (`here`,
+tests/builders.py); the Slack bot runs in this process."""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +27,7 @@ from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.engines import get_engine
 from jobs.store import TERMINAL_STATES, Store
 from tests.bot.conftest import BOT_TOKEN, SIGNING_SECRET, summaries  # noqa: F401
+from tests.builders import specbench_here_as
 from tests.standin.harness import STANDIN
 from tests.standin.slack_api import SlackStandin
 
@@ -110,6 +118,16 @@ def specbench_all(site: Path, *commands: list[str],
     return results
 
 
+Here = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def here(capsys: pytest.CaptureFixture[str]) -> Here:
+    """`here(site, ARGS, **extra)`: what `specbench(site, ARGS, **extra)` runs, in this process
+    (tests/builders.py `specbench_here_as`), with its subprocess's environment and folder."""
+    return specbench_here_as(capsys, environment, REPO)
+
+
 def by_approach(report: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return {r["approach"]: r for r in report["results"]}
 
@@ -129,25 +147,28 @@ def check_vdemo(report: dict[str, Any]) -> None:
     assert report["fingerprint"].get("vllm") == "0.33.0"
 
 
-def test_a_vllm_batch_through_the_cli_and_compare_names_the_engine(site: Path) -> None:
+def test_a_vllm_batch_through_the_cli_and_compare_names_the_engine(
+    site: Path, here: Here,
+) -> None:
     done = specbench(site, "run", "vdemo", "--format", "json")
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     check_vdemo(report)
     assert "old-block-manager: preflight failed" in done.stderr  # never started
-    twin = specbench(site, "run", "stwin", "--format", "json")
+    twin = here(site, "run", "stwin", "--format", "json")  # what compare needs beside it
     assert twin.returncode == 0, twin.stderr
     batches = [json.loads(twin.stdout)["batch"], report["batch"]]
-    compared, text = specbench_all(site, ["compare", *batches, "--format", "json"],
-                                   ["compare", *batches])
+    compared = here(site, "compare", *batches, "--format", "json")
+    text = here(site, "compare", *batches)
     assert compared.returncode == 0, compared.stderr
     changes = {c["key"]: (c["a"], c["b"]) for c in json.loads(compared.stdout)["fingerprint"]}
     assert changes["engine"] == ("sglang", "vllm")
     assert "engine" in text.stdout and "sglang" in text.stdout and "vllm" in text.stdout
 
 
+REAL = "a baseline flag the release lacks"  # the one refusal run as a process of its own
 BAD = {
-    "a baseline flag the release lacks": (
+    REAL: (
         "server_args: {model: /m, use-v2-block-manager: true}",
         "unrecognized arguments: --use-v2-block-manager"),
     "no model": ("server_args: {tensor-parallel-size: 1}", "vLLM needs server_args.model"),
@@ -162,33 +183,40 @@ BAD = {
 
 @pytest.mark.parametrize("case", list(BAD))
 def test_bad_vllm_input_is_exit_2_with_one_line_and_nothing_stored(
-    site: Path, tmp_path: Path, case: str,
+    site: Path, tmp_path: Path, case: str, here: Here,
 ) -> None:
+    """REAL runs the whole command as a process of its own, start to exit code; the other
+    refusals and every `history` run in this process."""
     baseline, message = BAD[case]
     preset = tmp_path / "vbad.yaml"
     preset.write_text(f"name: vbad\nengine: vllm\nreps: 1\nbench: {BENCH}\n"
                       f"baseline:\n  {baseline}\n"
                       "approaches:\n  - name: eager\n    server_args: {enforce-eager: true}\n")
     data = tmp_path / "data"
-    done = specbench(site, "run", str(preset), SPECBENCH_DATA_DIR=str(data))
+    done = (specbench if case == REAL else here)(site, "run", str(preset),
+                                                  SPECBENCH_DATA_DIR=str(data))
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
-    history = specbench(site, "history", SPECBENCH_DATA_DIR=str(data))
+    history = here(site, "history", SPECBENCH_DATA_DIR=str(data))
     assert "vbad" not in history.stdout
 
 
-def test_an_unknown_engine_lists_the_registered_ones(site: Path, tmp_path: Path) -> None:
+def test_an_unknown_engine_lists_the_registered_ones(
+    site: Path, tmp_path: Path, here: Here,
+) -> None:
     preset = tmp_path / "tgi.yaml"
     preset.write_text(f"name: tgi\nengine: tgi\nbench: {BENCH}\nbaseline:\n  server_args: {{}}\n"
                       "approaches:\n  - name: eager\n    server_args: {enforce-eager: true}\n")
-    done = specbench(site, "run", str(preset))
+    done = here(site, "run", str(preset))
     assert done.returncode == 2
     assert "unknown engine 'tgi'; known engines: local, sglang, vllm" in done.stderr
 
 
-def test_no_vllm_behind_its_interpreter_is_exit_1(site: Path, tmp_path: Path) -> None:
-    done = specbench(site, "run", "vdemo", SPECBENCH_VLLM_PYTHON=str(tmp_path / "no-python"),
-                     SPECBENCH_DATA_DIR=str(tmp_path / "data"))
+def test_no_vllm_behind_its_interpreter_is_exit_1(
+    site: Path, tmp_path: Path, here: Here,
+) -> None:
+    done = here(site, "run", "vdemo", SPECBENCH_VLLM_PYTHON=str(tmp_path / "no-python"),
+                SPECBENCH_DATA_DIR=str(tmp_path / "data"))
     assert done.returncode == 1
     assert f"SPECBENCH_VLLM_PYTHON={tmp_path / 'no-python'}: no such interpreter" in done.stderr
 

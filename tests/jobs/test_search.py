@@ -14,6 +14,7 @@ from jobs.core.plans import BatchPlan, only, parse_preset, resolve, to_plan
 from jobs.core.sweeps import point_name
 from jobs.errors import KnobError, PresetError
 from jobs.search import next_point, servers_used
+from tests.builders import specbench_here
 
 pytest.importorskip("optuna")
 
@@ -200,18 +201,14 @@ def test_adaptive_steers_away_from_points_that_fail() -> None:
     ("    mem-fraction-static: [0.75, 0.8, 0.85, 0.88, 0.9]", "    mem-fraction-static: []"),
 ])
 def test_a_malformed_sweep_from_the_cli_exits_2_and_stores_nothing(
-    tmp_path: Path, change: tuple[str, str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], change: tuple[str, str]
 ) -> None:
-    import os
-    import subprocess
-    import sys
-
+    """`specbench run FILE` through the console script's entry, in this process (tests/builders.py
+    `specbench_here`): the refusal is the CLI's own, with no process of its own to start."""
     preset = tmp_path / "tune.yaml"
     preset.write_text(SWEPT.replace(*change))
-    env = {**os.environ, "SPECBENCH_DATA_DIR": str(tmp_path / "data")}
-    env.pop("SPECBENCH_BROKER_URL", None)
-    done = subprocess.run([sys.executable, "-m", "bot.cli.main", "run", str(preset)], env=env,
-                          capture_output=True, text=True, timeout=120)
+    done = specbench_here(capsys, "run", str(preset), drop=("SPECBENCH_BROKER_URL",),
+                          env={"SPECBENCH_DATA_DIR": str(tmp_path / "data")})
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and f"{preset}:" in lines[0] and "Traceback" not in done.stderr

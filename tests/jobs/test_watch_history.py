@@ -6,11 +6,15 @@ each night's throughput, release and GPU by the stand-in host's nightly environm
 (STANDIN_ENV_FILE, tests/standin/standin_host.py), a potential confirmation measuring its own
 noise draw (the env file's `later`).
 
-The history: 30 noise-only nights (2% a night), then a 10% step that comes with an engine
+The history: 20 noise-only nights (2% a night), then a 10% step that comes with an engine
 release, which is alerted on its first night, naming the release, and then dismissed; then a
 one-night 10% dip whose confirmation comes back ("not confirmed: a one-night blip"); then a GPU
 change with a 20% step (an environment change, not a regression). The values are drawn from a
 fixed seed: the test waits on the scheduler's claims and the thread's lines, never on a timing.
+Twenty old points are enough: at n0 = 20 the contract's one-night candidate threshold is 3.98
+old-segment deviations and its confirmation 2.63; a 10% step at 2% noise is 5. `watch add` and
+`watch dismiss` run in this process (tests/builders.py `specbench_here`): they need no process
+of their own; the beat and the worker that act on what they store are real processes.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from typing import Any
 import pytest
 
 from jobs.store import TERMINAL_STATES, Store
+from tests.builders import specbench_here
 from tests.jobs.test_distributed import REPO, Site, Worker, make_site, redis_db, wait_until
 from tests.standin.harness import STANDIN
 from tests.standin.slack_api import SlackStandin
@@ -57,8 +62,14 @@ approaches:
     hypothesis: a smaller prefill chunk changes nothing the host does not
     server_args: {chunked-prefill-size: 4096}
 """
-SEED = 2  # its draws: no candidate among the 30 noise nights, the dip a candidate
-NOISE_NIGHTS, STEP_NIGHT, DIP_NIGHT, GPU_NIGHT = 30, 30, 36, 41
+# SEED: its draws, judged by jobs/core/watch's find_candidate and confirms on these values
+# (both series measure the night's STANDIN_THROUGHPUT), give exactly three candidates: the step
+# on its first night (t = -6.8 against t_crit 3.88 at 20 old points; -10.3% with its
+# confirmation), the dip (its confirmation back at 915) and the GPU change; none among the 20
+# noise nights nor between. 24 of seeds 0-49 give that history; 7 has the widest margins of
+# the first ones.
+SEED = 7
+NOISE_NIGHTS, STEP_NIGHT, DIP_NIGHT, GPU_NIGHT = 20, 20, 26, 31
 START = dt.datetime(2027, 1, 1, 2, 0, tzinfo=dt.UTC)  # the watch runs daily at 02:00 UTC
 CHANNEL, THREAD = "C_LAB", "1700000000.000001"
 
@@ -153,10 +164,11 @@ def set_night(site: Site, night: dict[str, Any]) -> None:
     path.write_text(json.dumps(night))
 
 
-def cli(site: Site, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args],
-                          env=site.worker_env(), cwd=REPO, capture_output=True, text=True,
-                          timeout=120)
+def cli(capsys: pytest.CaptureFixture[str], site: Site,
+        *args: str) -> subprocess.CompletedProcess[str]:
+    """`specbench ARGS` in this process, with the environment the site's processes have."""
+    return specbench_here(capsys, *args, env=site.worker_env(), drop=("SPECBENCH_", "STANDIN_"),
+                          cwd=REPO)
 
 
 def thread_texts(slack: SlackStandin) -> list[str]:
@@ -193,10 +205,10 @@ def run_night(site: Site, slack: SlackStandin, store: Store, watch: int, i: int,
 
 @pytest.mark.timeout(600)
 def test_a_simulated_history_alerts_the_step_the_release_and_the_gpu_and_nothing_else(
-    site: Site, slack: SlackStandin,
+    site: Site, slack: SlackStandin, capsys: pytest.CaptureFixture[str],
 ) -> None:
     store = Store(site.database)
-    added = cli(site, "watch", "add", "nightly", "--at", "02:00")
+    added = cli(capsys, site, "watch", "add", "nightly", "--at", "02:00")
     assert added.returncode == 0, added.stderr
     watch = store.list_watches()[0].id
     store.set_watch_thread(watch, CHANNEL, THREAD)  # as the bot does with its reply's ts
@@ -207,7 +219,7 @@ def test_a_simulated_history_alerts_the_step_the_release_and_the_gpu_and_nothing
         for i, night in enumerate(nights):
             batches.append(run_night(site, slack, store, watch, i, night))
             if i == NOISE_NIGHTS - 1:
-                # 30 noise-only nights: not one alert, nor one confirmed change
+                # 20 noise-only nights: not one alert, nor one confirmed change
                 assert not [c for c in store.watch_changes(watch) if c.state != "blip"]
                 assert not alerts(slack)
             if i == STEP_NIGHT:
@@ -215,7 +227,7 @@ def test_a_simulated_history_alerts_the_step_the_release_and_the_gpu_and_nothing
                                            if c.batch == batches[STEP_NIGHT]
                                            and c.state == "confirmed"], timeout=30,
                                   what="the step's changes")
-                dismissed = cli(site, "watch", "dismiss", str(step[0].id))
+                dismissed = cli(capsys, site, "watch", "dismiss", str(step[0].id))
                 assert dismissed.returncode == 0, dismissed.stderr
         wait_until(lambda: not store.unposted_changes(), timeout=30,
                    what="every change told in the thread")
