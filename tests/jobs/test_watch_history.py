@@ -164,8 +164,16 @@ def set_night(site: Site, night: dict[str, Any]) -> None:
     path.write_text(json.dumps(night))
 
 
-def cli(capsys: pytest.CaptureFixture[str], site: Site,
-        *args: str) -> subprocess.CompletedProcess[str]:
+def cli(site: Site, *args: str) -> subprocess.CompletedProcess[str]:
+    """`specbench ARGS` in a process of its own, with the environment the site's processes have
+    (for a module's fixture, which has no capsys)."""
+    return subprocess.run([sys.executable, "-m", "bot.cli.main", *args],
+                          env=site.worker_env(), cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+
+
+def here(capsys: pytest.CaptureFixture[str], site: Site,
+         *args: str) -> subprocess.CompletedProcess[str]:
     """`specbench ARGS` in this process, with the environment the site's processes have."""
     return specbench_here(capsys, *args, env=site.worker_env(), drop=("SPECBENCH_", "STANDIN_"),
                           cwd=REPO)
@@ -208,7 +216,7 @@ def test_a_simulated_history_alerts_the_step_the_release_and_the_gpu_and_nothing
     site: Site, slack: SlackStandin, capsys: pytest.CaptureFixture[str],
 ) -> None:
     store = Store(site.database)
-    added = cli(capsys, site, "watch", "add", "nightly", "--at", "02:00")
+    added = here(capsys, site, "watch", "add", "nightly", "--at", "02:00")
     assert added.returncode == 0, added.stderr
     watch = store.list_watches()[0].id
     store.set_watch_thread(watch, CHANNEL, THREAD)  # as the bot does with its reply's ts
@@ -227,7 +235,7 @@ def test_a_simulated_history_alerts_the_step_the_release_and_the_gpu_and_nothing
                                            if c.batch == batches[STEP_NIGHT]
                                            and c.state == "confirmed"], timeout=30,
                                   what="the step's changes")
-                dismissed = cli(capsys, site, "watch", "dismiss", str(step[0].id))
+                dismissed = here(capsys, site, "watch", "dismiss", str(step[0].id))
                 assert dismissed.returncode == 0, dismissed.stderr
         wait_until(lambda: not store.unposted_changes(), timeout=30,
                    what="every change told in the thread")
