@@ -314,12 +314,13 @@ def test_the_procedures_that_run_here_work_on_a_fresh_clone(tmp_path: Path, brok
         compose = _compose_commands()
         assert {"specbench status", "specbench presets"} <= {shlex.join(c) for _, c in compose}
         assert any("migrate()" in shlex.join(c) for _, c in compose), compose
-        pages: dict[str, list[str]] = {}  # the same command on several pages: run it once
+        pages: dict[tuple[str, ...], list[str]] = {}  # a command on several pages: run once
         for where, inner in compose:
-            pages.setdefault(shlex.join(inner), []).append(where)
+            pages.setdefault(tuple(inner), []).append(where)
         for command, wheres in pages.items():
-            done = procedure.run(shlex.split(command))
-            assert done.returncode == 0, f"{wheres}: `{command}`: {done.stderr[-2000:]}"
+            done = procedure.run(list(command))
+            assert done.returncode == 0, (
+                f"{wheres}: `{shlex.join(command)}`: {done.stderr[-2000:]}")
     finally:
         procedure.close()
     analyze = [tokens for s in ALL if s.page == "README.md" for tokens in s.commands()

@@ -165,11 +165,8 @@ def here(capsys: pytest.CaptureFixture[str]) -> Here:
 def records(root: Path, batch: str, *, stack: str = "") -> list[dict[str, Any]]:
     """The batch's records on its own stack, or on `stack`, as the store keeps them (read in
     this process, from the host's data dir, through JSON as the command line gives them)."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECBENCH_DATA_DIR", str(root / "data"))
-        patch.delenv("SPECBENCH_DATABASE_URL", raising=False)
-        with Store() as store:
-            text = json.dumps([r.to_dict() for r in store.records(batch, stack=stack)])
+    with Store(f"sqlite:///{root / 'data' / 'specbench.db'}") as store:
+        text = json.dumps([r.to_dict() for r in store.records(batch, stack=stack)])
     found: list[dict[str, Any]] = json.loads(text)
     return found
 
