@@ -8,6 +8,7 @@ TORCH  ?= torch==2.13.0
 TORCH_INDEX ?=
 EXTRAS := local,postgres,distributed,slack,charts,search,watch,dev
 STAMP  := $(VENV)/.installed
+WARM   := $(VENV)/.warm
 # The suite waits on servers, brokers and databases as much as it computes: 5 workers keep
 # both cores busy (on 2 cores: 3 workers 332 s, 4 315 s, 5 292 s).
 TEST_WORKERS ?= 5
@@ -37,8 +38,19 @@ services:
 # pytest too keeps each test file's rewritten bytecode: without it, every worker compiles every
 # test file again at each run (5 s of its 8 s collection). tests/file_order.py sends the longest
 # files first (`make durations` measures them anew).
-test: install services
+test: install services $(WARM)
 	$(PYTEST)
+
+# A fresh clone's venv holds no bytecode and its test files no rewritten bytecode: five workers
+# and their subprocesses starting at once would each compile the same modules (collecting the
+# suite: 8.4 s of CPU with nothing compiled, 2.5 s after). Two processes compile them first, once
+# per venv: the suite's collection, and what only its subprocesses import.
+$(WARM): $(STAMP)
+	@echo "test: compiling the suite's bytecode once"
+	@$(KEEP_BYTECODE) $(PY) -m pytest -q -p no:cacheprovider --collect-only > /dev/null & pid=$$!; \
+	$(KEEP_BYTECODE) $(PY) -c "import torch, transformers.models.llama.modeling_llama, optuna, matplotlib.pyplot, ruptures, jobs.engines.local.child, jobs.engines.local.forkserver, bot.slack.beat" \
+	&& wait $$pid
+	@touch $@
 
 lint: install
 	$(VENV)/bin/ruff check bot jobs tests

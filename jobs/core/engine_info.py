@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 
 from jobs import settings
+from jobs.core.config_files import load_yaml
 from jobs.errors import PresetError, UserError
 
 _KEYS = frozenset({"name", "title", "called", "module", "version_key", "python_env", "gpu",
@@ -109,7 +110,7 @@ def _registered(folder: Path) -> dict[str, EngineInfo]:
     found: dict[str, EngineInfo] = {}
     for path in sorted(folder.glob("*/engine.yaml")):
         try:
-            data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data: Any = load_yaml(path.read_text(encoding="utf-8"))
         except (OSError, yaml.YAMLError) as exc:
             raise PresetError(f"{path}: cannot read the engine's facts: {exc}") from None
         if not isinstance(data, dict) or set(data) - _KEYS or not {"name", "title",

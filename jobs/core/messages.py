@@ -2,6 +2,10 @@
 
 The report is data; templates only format it. `StrictUndefined` is on, HTML autoescape off;
 only what Slack needs (`&`, `<`, `>`) is escaped. Slack's limits are enforced here, visibly.
+A template is compiled once per host, not once per process: Jinja's own bytecode cache keeps it
+in the user's temporary folder (`_jinja2-cache-UID`), keyed by the template's text, so an edited
+template is compiled again. Compiling the batch summary and its parts costs a `specbench` process
+about 0.1 s; a cache that cannot be read or written is only not used.
 """
 
 from __future__ import annotations
@@ -46,6 +50,7 @@ def environment() -> jinja2.Environment:
         trim_blocks=False,
         lstrip_blocks=False,
         keep_trailing_newline=False,
+        bytecode_cache=_bytecode_cache(),
     )
     env.filters["slack"] = slack_escape
     env.filters["unit"] = unit_of  # {{ metric|unit }}: "tok/s", "ms" or ""
@@ -55,6 +60,29 @@ def environment() -> jinja2.Environment:
     env.globals["capacity"] = capacity_text  # capacity under the SLO in words
     env.globals["workloads"] = category_text  # a workload's categories in words
     return env
+
+
+class _QuietCache(jinja2.FileSystemBytecodeCache):
+    """Jinja's file cache, which a full or read-only disk turns off rather than failing."""
+
+    def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().load_bytecode(bucket)
+        except OSError:
+            bucket.reset()
+
+    def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
+        try:
+            super().dump_bytecode(bucket)
+        except OSError:
+            pass
+
+
+def _bytecode_cache() -> jinja2.BytecodeCache | None:
+    try:
+        return _QuietCache()
+    except (OSError, RuntimeError):  # no private temporary folder to be had: compile each time
+        return None
 
 
 def render_text(name: str, **context: Any) -> str:

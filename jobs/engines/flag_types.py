@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from jobs.core.config_files import load_yaml
 from jobs.engines.flags import to_flag
 from jobs.engines.shipped import locate
 from jobs.errors import PresetError
@@ -188,7 +189,7 @@ def parse_types(text: str, *, source: str = "flag_types.yaml", engine: str = "th
                 ) -> TypeTable:
     """Validate a flag type table; any problem is a one-line PresetError naming the flag."""
     try:
-        data = yaml.safe_load(text) or {}
+        data = load_yaml(text) or {}
     except yaml.YAMLError as exc:
         raise PresetError(f"{source}: invalid YAML: {exc}") from None
     flags = data.get("flags") if isinstance(data, dict) else None

@@ -295,3 +295,36 @@ def test_a_failed_baseline_row_says_there_is_nothing_to_compare() -> None:
                                               "no baseline value: nothing to compare against"]
     text = render_report(report, "text")
     assert "✗ baseline FAILED" in text and "baseline – output_throughput" in text
+
+
+def test_a_template_is_compiled_once_per_host_and_an_unwritable_cache_is_only_not_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Jinja's bytecode cache behind every message (jobs/core/messages.py): a second environment,
+    as a second `specbench` process has, loads the compiled template instead of compiling it;
+    a cache folder that cannot be written renders as before."""
+    import jinja2
+
+    from jobs import settings
+    from jobs.core import messages
+
+    def environment(folder: Path) -> jinja2.Environment:
+        return jinja2.Environment(loader=jinja2.FileSystemLoader(str(settings.templates_dir())),
+                                  undefined=jinja2.StrictUndefined,
+                                  bytecode_cache=messages._QuietCache(str(folder)))
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    first = environment(cache).get_template("help.txt.j2")
+    assert [p.suffix for p in cache.iterdir()] == [".cache"]
+
+    def no_compiling(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("compiled again")
+
+    again = environment(cache)
+    monkeypatch.setattr(again, "compile", no_compiling)
+    assert again.get_template("help.txt.j2").render() == first.render()
+    monkeypatch.undo()
+    gone = environment(tmp_path / "no-such-folder").get_template("help.txt.j2")
+    assert gone.render() == first.render()
+    assert messages.environment().bytecode_cache is not None  # what every message goes through

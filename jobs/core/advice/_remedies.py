@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from jobs import settings
+from jobs.core.config_files import load_yaml
 from jobs.core.engine_info import engine_names
 from jobs.errors import PresetError
 
@@ -119,7 +120,7 @@ def load_remedies(path: Path | None = None) -> Remedies:
 @functools.lru_cache(maxsize=8)
 def _load(path: Path) -> Remedies:
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = load_yaml(path.read_text(encoding="utf-8")) or {}
     except OSError as exc:
         raise PresetError(f"{path}: cannot read remedies ({exc.strerror})") from None
     except yaml.YAMLError as exc:

@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 
 from jobs import settings
-from jobs.core.config_files import top_level
+from jobs.core.config_files import FAST_LOADER, top_level
 from jobs.core.rules._rule_schema import compile_pattern, to_rule
 from jobs.core.rules._rule_set import RULE_TAGS, Rule, RuleSet
 from jobs.errors import PresetError
@@ -153,7 +153,7 @@ def _parse_yaml(text: str) -> tuple[Any, Any]:
     """The document's node tree (for line numbers) and its data, from one parse with libyaml
     when PyYAML has it: the rules are read at every batch's start, and the pure-Python parser
     took a few hundred milliseconds of it, twice."""
-    loader = _FAST_LOADER(text)
+    loader = FAST_LOADER(text)
     try:
         root = loader.get_single_node()
         return root, None if root is None else loader.construct_document(root)
@@ -161,7 +161,6 @@ def _parse_yaml(text: str) -> tuple[Any, Any]:
         loader.dispose()
 
 
-_FAST_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def _rule_lines(root: Any) -> list[int]:

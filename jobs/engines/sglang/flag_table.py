@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from jobs.core.config_files import top_level
+from jobs.core.config_files import load_yaml, top_level
 from jobs.core.plans import RunConfig
 from jobs.engines.flags import to_flag
 from jobs.engines.shipped import locate
@@ -126,7 +126,7 @@ def _load_cached(path: Path, mtime_ns: int, size: int) -> FlagTable:
 def parse_table(text: str, *, source: str = FILE) -> FlagTable:
     """Validate a flag table; any problem is a one-line PresetError naming the entry."""
     try:
-        data = yaml.safe_load(text) or {}
+        data = load_yaml(text) or {}
     except yaml.YAMLError as exc:
         raise PresetError(f"{source}: invalid YAML: {exc}") from None
     data = top_level(data, source=source, keys=tuple(_KEYS))
