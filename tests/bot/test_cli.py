@@ -1,4 +1,7 @@
-"""The command line as a user meets it: real subprocesses, exit codes, one-line errors."""
+"""The command line as a user meets it: exit codes, one-line errors. What a user runs to get an
+answer (`analyze`, `presets`, no command at all) runs as a real subprocess; a refusal runs in this
+process (`here`: tests/builders.py `specbench_here`), its stdout, stderr and exit code those the
+process would have, for a start-up costs half a second of CPU and the suite is CPU-bound."""
 
 from __future__ import annotations
 
@@ -6,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +17,16 @@ import pytest
 
 from jobs import settings
 from jobs.store import Store
+from tests.builders import specbench_here
 from tests.conftest import REPO, SEED_VERDICTS, make_record
+
+Here = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture
+def here(capsys: pytest.CaptureFixture[str]) -> Here:
+    """`here(ARGS...)`: `specbench ARGS...` in this process, with the test's environment."""
+    return lambda *args: specbench_here(capsys, *args)
 
 
 def specbench(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
@@ -23,23 +36,6 @@ def specbench(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
         cwd=cwd, env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True,
         text=True, timeout=60,
     )
-
-
-def specbench_all(*commands: list[str]) -> list[subprocess.CompletedProcess[str]]:
-    """Several `specbench` commands at once (each start-up costs most of a second)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = [
-        (args, subprocess.Popen(
-            [sys.executable, "-m", "bot.cli.main", *args], cwd=REPO, env=env, text=True,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        ))
-        for args in commands
-    ]
-    results = []
-    for args, proc in procs:
-        out, err = proc.communicate(timeout=60)
-        results.append(subprocess.CompletedProcess(args, proc.returncode, out, err))
-    return results
 
 
 def refused(result: subprocess.CompletedProcess[str], *needles: str) -> str:
@@ -142,37 +138,37 @@ def test_analyze_metric_options(tmp_path: Path) -> None:
     assert report["results"][0]["delta_pct"] == pytest.approx(24.9)
 
 
-def test_analyze_a_malformed_line(tmp_path: Path) -> None:
+def test_analyze_a_malformed_line(tmp_path: Path, here: Here) -> None:
     runs = write_jsonl(tmp_path / "runs.jsonl", [
         make_record("baseline").to_json(), make_record("a").to_json(), '{"batch": "b-test",',
     ])
-    refused(specbench("analyze", str(runs)), "runs.jsonl:3", "not valid JSON")
+    refused(here("analyze", str(runs)), "runs.jsonl:3", "not valid JSON")
 
 
-def test_analyze_a_record_with_a_bad_field(tmp_path: Path) -> None:
+def test_analyze_a_record_with_a_bad_field(tmp_path: Path, here: Here) -> None:
     bad = json.loads(make_record("a").to_json())
     bad["status"] = "exploded"
     lines = [make_record("baseline").to_json(), json.dumps(bad)]
     runs = write_jsonl(tmp_path / "runs.jsonl", lines)
-    refused(specbench("analyze", str(runs)), "runs.jsonl:2", "'status'")
+    refused(here("analyze", str(runs)), "runs.jsonl:2", "'status'")
 
 
-def test_analyze_a_batch_without_a_baseline(tmp_path: Path) -> None:
+def test_analyze_a_batch_without_a_baseline(tmp_path: Path, here: Here) -> None:
     runs = write_jsonl(tmp_path / "runs.jsonl", [make_record("a").to_json()])
-    refused(specbench("analyze", str(runs)), "no baseline")
+    refused(here("analyze", str(runs)), "no baseline")
 
 
-def test_analyze_a_missing_file(tmp_path: Path) -> None:
-    refused(specbench("analyze", str(tmp_path / "nope.jsonl")), "nope.jsonl")
+def test_analyze_a_missing_file(tmp_path: Path, here: Here) -> None:
+    refused(here("analyze", str(tmp_path / "nope.jsonl")), "nope.jsonl")
 
 
-def test_analyze_an_empty_file(tmp_path: Path) -> None:
-    refused(specbench("analyze", str(write_jsonl(tmp_path / "e.jsonl", []))), "no run records")
+def test_analyze_an_empty_file(tmp_path: Path, here: Here) -> None:
+    refused(here("analyze", str(write_jsonl(tmp_path / "e.jsonl", []))), "no run records")
 
 
-def test_bad_arguments_exit_2(tmp_path: Path) -> None:
-    refused(specbench("analyze", "x.jsonl", "--format", "html"), "--format")
-    refused(specbench("frobnicate"), "frobnicate")
+def test_bad_arguments_exit_2(tmp_path: Path, here: Here) -> None:
+    refused(here("analyze", "x.jsonl", "--format", "html"), "--format")
+    refused(here("frobnicate"), "frobnicate")
 
 
 # --------------------------------------------------------------------------- presets
@@ -200,16 +196,16 @@ def test_presets_lists_eagle3_and_its_approaches() -> None:
     ids=["unknown-key", "dangling-extends", "invalid-yaml"],
 )
 def test_a_broken_preset_is_refused(
-    config_copy: Path, edit: Any, needles: list[str], request: pytest.FixtureRequest
+    config_copy: Path, edit: Any, needles: list[str], request: pytest.FixtureRequest, here: Here,
 ) -> None:
     text = (config_copy / "presets" / "eagle3.yaml").read_text()
     broken = edit(text).replace("name: eagle3\n", "name: broken\n", 1)
     (config_copy / "presets" / "broken.yaml").write_text(broken)
     commands = [["presets"], ["run", "broken"]]
-    if request.node.callspec.id == "dangling-extends":  # `run` costs a second: once by path
+    if request.node.callspec.id == "dangling-extends":  # and once by path
         commands.append(["run", str(config_copy / "presets" / "broken.yaml")])
-    for result in specbench_all(*commands):
-        refused(result, *needles)
+    for command in commands:
+        refused(here(*command), *needles)
     nothing_stored()
 
 
@@ -235,8 +231,8 @@ RUN_REFUSALS: list[tuple[list[str], list[str]]] = [
 ]
 
 
-def test_run_refuses_bad_input_and_stores_nothing() -> None:
-    results = specbench_all(*(args for args, _ in RUN_REFUSALS))
+def test_run_refuses_bad_input_and_stores_nothing(here: Here) -> None:
+    results = [here(*args) for args, _ in RUN_REFUSALS]
     for (args, needles), result in zip(RUN_REFUSALS, results, strict=True):
         try:
             refused(result, *needles)

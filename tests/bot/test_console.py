@@ -28,6 +28,14 @@ PRESET = {
 
 
 def console(tmp_path: Path, line: str, *, preset: bool = True) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "bot.cli.main", "console", "-c", line, "--timeout",
+                           "60"], capture_output=True, text=True, env=console_env(tmp_path),
+                          timeout=90, cwd=REPO)
+
+
+def console_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of `console`'s process: the stand-in SGLang, the config folder under
+    tmp_path with the standin-demo preset (written on first use), the data folder beside it."""
     import yaml
 
     config = tmp_path / "config"
@@ -40,8 +48,7 @@ def console(tmp_path: Path, line: str, *, preset: bool = True) -> subprocess.Com
     env.update(PYTHONPATH=os.pathsep.join([str(STANDIN), str(REPO)]),
                SPECBENCH_SGLANG_PYTHON=sys.executable, SPECBENCH_CONFIG_DIR=str(config),
                SPECBENCH_DATA_DIR=str(tmp_path / "data"), USER="tester")
-    return subprocess.run([sys.executable, "-m", "bot.cli.main", "console", "-c", line, "--timeout",
-                           "60"], capture_output=True, text=True, env=env, timeout=90, cwd=REPO)
+    return env
 
 
 def test_console_runs_a_batch_and_prints_the_thread_and_the_report(tmp_path: Path) -> None:

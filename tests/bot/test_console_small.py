@@ -1,6 +1,9 @@
 """What a user meets first in the console and the CLI (issue 21, item 6 B): the console's
 banner, progress drawn above the line being typed (a real pseudo-terminal), `show` of a batch
-still running, errors on stderr, and help for every flag that points to docs/contracts.md."""
+still running, errors on stderr, and help for every flag that points to docs/contracts.md.
+The console on a pipe and on a terminal is a process of its own; a line given with `-c`, `show`,
+a refusal and `--help` run in this process (tests/builders.py `specbench_here`), their stdout
+and stderr apart as a process's are."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import pytest
 
 from jobs import __version__, settings
 from jobs.store import Store
-from tests.bot.test_cli import specbench, specbench_all
+from tests.builders import specbench_here
 from tests.conftest import REPO, make_plan, make_record
 from tests.standin.harness import SERVER_ARGS, STANDIN, TINY_BENCH
 
@@ -63,28 +66,31 @@ def test_the_banner_names_the_broker_without_its_password() -> None:
     ("/specbench run nope", 2, "unknown preset 'nope'"),
     ("show b-nope", 2, "b-nope"),
 ])
-def test_a_console_line_that_fails_answers_on_stderr_alone(line: str, code: int,
-                                                          expected: str) -> None:
-    done = console("-c", line)
+def test_a_console_line_that_fails_answers_on_stderr_alone(
+    line: str, code: int, expected: str, capsys: pytest.CaptureFixture[str],
+) -> None:
+    done = specbench_here(capsys, "console", "-c", line)
     assert done.returncode == code, (done.returncode, done.stderr)
     assert expected in done.stderr
     assert done.stdout == ""
 
 
-def test_a_console_line_that_works_answers_on_stdout() -> None:
-    done = console("-c", "help")
+def test_a_console_line_that_works_answers_on_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    done = specbench_here(capsys, "console", "-c", "help")
     assert done.returncode == 0, done.stderr
     assert "Usage: /specbench COMMAND" in done.stdout
     assert done.stderr == ""
 
 
-def test_every_cli_error_goes_to_stderr_with_its_exit_code(tmp_path: Path) -> None:
-    results = specbench_all(
+def test_every_cli_error_goes_to_stderr_with_its_exit_code(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    results = [specbench_here(capsys, *args) for args in (
         [], ["run", "nope"], ["run", "cpu-demo", "--reps", "many"], ["show", "b-nope"],
         ["cancel", "b-nope"], ["compare", "b-nope", "b-other"],
         ["digest", "--chart", str(tmp_path / "trend.svg")], ["analyze", str(tmp_path / "no")],
         ["status", "--format", "yaml"], ["console", "--timeout", "0"],
-    )
+    )]
     for result in results:
         assert result.returncode == 2, (result.args, result.returncode, result.stderr)
         assert result.stdout == "", (result.args, result.stdout)
@@ -109,11 +115,12 @@ def test_every_flag_of_every_command_has_a_help_string() -> None:
     assert missing == []
 
 
-def test_help_names_the_contract_the_repository_has() -> None:
+def test_help_names_the_contract_the_repository_has(capsys: pytest.CaptureFixture[str]) -> None:
     assert (REPO / "docs" / "contracts.md").is_file()
     names = ["run", "analyze", "console", "bot", "worker", "status", "cancel", "show",
              "presets", "compare", "digest"]
-    results = specbench_all(["--help"], *[[name, "--help"] for name in names])
+    results = [specbench_here(capsys, *args)
+               for args in (["--help"], *[[name, "--help"] for name in names])]
     for result in results:
         assert result.returncode == 0, (result.args, result.stderr)
         assert "SPEC.md" not in result.stdout, result.args
@@ -137,10 +144,12 @@ def _running_batch() -> None:
         store.set_state("b-run", "running")
 
 
-def test_show_of_a_running_batch_says_so_and_its_key_achievement_is_provisional() -> None:
+def test_show_of_a_running_batch_says_so_and_its_key_achievement_is_provisional(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     _running_batch()
-    text, slack, done = specbench_all(["show", "b-run"], ["show", "b-run", "--format", "slack"],
-                                      ["console", "-c", "show b-run"])
+    text, slack, done = (specbench_here(capsys, *args) for args in (
+        ["show", "b-run"], ["show", "b-run", "--format", "slack"], ["console", "-c", "show b-run"]))
     assert text.returncode == 0, text.stderr
     header = text.stdout.split("\n\n", 1)[0].splitlines()
     assert "Still running: 1 of 2 runs done; the results below are provisional" in header
@@ -158,12 +167,12 @@ def test_show_of_a_running_batch_says_so_and_its_key_achievement_is_provisional(
     assert "Key achievement (provisional" in done.stdout
 
 
-def test_show_of_an_ended_batch_is_not_provisional() -> None:
+def test_show_of_an_ended_batch_is_not_provisional(capsys: pytest.CaptureFixture[str]) -> None:
     _running_batch()
     with Store() as store:
         store.put_records([(1, make_record("eagle3", batch="b-run", samples=[90.0, 91.0]))])
         store.set_state("b-run", "failed", error="the host went away")
-    done = specbench("show", "b-run")
+    done = specbench_here(capsys, "show", "b-run")
     assert done.returncode == 0, done.stderr
     assert "still running" not in done.stdout.lower()
     assert "provisional" not in done.stdout

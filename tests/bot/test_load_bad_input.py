@@ -1,5 +1,6 @@
-"""Bad `loads` and `slo` through the real CLI (issue 23, item 7): exit 2, one line on stderr
-naming the key, nothing stored."""
+"""Bad `loads` and `slo` through the CLI (issue 23, item 7): exit 2, one line on stderr naming
+the key, nothing stored. The first case runs as a process of its own; every case runs in this
+process too (tests/builders.py `specbench_here`), its streams and exit code the process's."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from jobs.store import Store
+from tests.builders import specbench_here
 
 REPO = Path(__file__).resolve().parents[2]
 LOCAL = """\
@@ -70,16 +72,21 @@ BAD = {
 
 @pytest.mark.parametrize("case", list(BAD))
 def test_bad_loads_or_slo_is_exit_2_with_one_line_and_nothing_stored(
-    tmp_path: Path, case: str
+    tmp_path: Path, case: str, capsys: pytest.CaptureFixture[str],
 ) -> None:
     preset, extra, message = BAD[case]
     path = tmp_path / "lbad.yaml"
     path.write_text(preset + extra + "\n")
     data = tmp_path / "data"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECBENCH_", "STANDIN_"))}
-    env.update(SPECBENCH_DATA_DIR=str(data), SPECBENCH_DATABASE_URL=f"sqlite:///{data}/s.db")
-    done = subprocess.run([sys.executable, "-m", "bot.cli.main", "run", str(path)],
-                          capture_output=True, text=True, env=env, timeout=60, cwd=REPO)
+    own = {"SPECBENCH_DATA_DIR": str(data), "SPECBENCH_DATABASE_URL": f"sqlite:///{data}/s.db"}
+    if case == next(iter(BAD)):
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("SPECBENCH_", "STANDIN_"))}
+        done = subprocess.run([sys.executable, "-m", "bot.cli.main", "run", str(path)],
+                              capture_output=True, text=True, env={**env, **own}, timeout=60,
+                              cwd=REPO)
+    else:
+        done = specbench_here(capsys, "run", str(path), env=own, drop=("SPECBENCH_", "STANDIN_"),
+                              cwd=REPO)
     assert done.returncode == 2, done.stdout + done.stderr
     assert message in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr

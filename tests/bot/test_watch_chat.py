@@ -22,7 +22,9 @@ from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.core.watch import SeriesKey, SeriesPoint, point_stack
 from jobs.store import TERMINAL_STATES, Store
 from tests.bot.conftest import BOT_TOKEN, BotServer, FakeEngine, start_bot
-from tests.bot.test_console import console
+from tests.bot.test_console import console, console_env
+from tests.builders import specbench_here
+from tests.conftest import REPO
 from tests.standin.slack_api import SlackStandin
 
 
@@ -239,8 +241,11 @@ def test_a_tick_starts_a_due_night_once_and_says_why_a_night_cannot_start(
     assert lines[2].startswith(f"Batch {started.batch} done: ")
 
 
-def _console(tmp_path: Path, line: str) -> Any:
-    return console(tmp_path, line)
+def _console_here(tmp_path: Path, line: str, capsys: pytest.CaptureFixture[str]) -> Any:
+    """`specbench console -c LINE` in this process (tests/builders.py `specbench_here`), with the
+    environment tests/bot/test_console.py's console process gets."""
+    return specbench_here(capsys, "console", "-c", line, "--timeout", "60",
+                          env=console_env(tmp_path), drop=("STANDIN_", "SPECBENCH_"), cwd=REPO)
 
 
 def seed_console_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -263,15 +268,19 @@ def seed_console_history(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
 
 @pytest.mark.timeout(240)
 def test_the_console_adds_pauses_runs_shows_acknowledges_and_stops_a_watch(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """Each line in this process but `watch run`, a batch that runs in a console of its own."""
+    def _console(tmp_path: Path, line: str) -> Any:
+        return _console_here(tmp_path, line, capsys)
+
     added = _console(tmp_path, "watch standin-demo --every weekly --at 05:30")
     assert added.returncode == 0, added.stderr
     assert "Watch 1 added: standin-demo weekly at 05:30 UTC" in added.stdout
     assert "watch 1 (standin-demo) is paused" in _console(tmp_path, "watch pause 1").stdout
     assert "watch 1 (standin-demo) is active" in _console(tmp_path, "watch resume 1").stdout
     seed_console_history(tmp_path, monkeypatch)
-    ran = _console(tmp_path, "watch run 1")
+    ran = console(tmp_path, "watch run 1")
     assert ran.returncode == 0, ran.stderr
     said = [line for line in ran.stdout.splitlines() if "Watch 1: " in line]
     assert said and "output_throughput of baseline regression -18." in said[0], ran.stdout

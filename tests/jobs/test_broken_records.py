@@ -18,6 +18,7 @@ import pytest
 from jobs.commands.analyze import AnalyzeArgs, analyze, non_finite
 from jobs.core.records import decode_lines, parse_lines
 from jobs.errors import RecordError
+from tests.builders import specbench_here
 from tests.conftest import REPO, SEED, make_record, need_shared
 
 
@@ -82,28 +83,40 @@ CASES: list[tuple[str, Callable[[list[str]], bytes], int, str]] = [
 ]
 
 
-def test_each_broken_file_is_one_line_naming_its_line_exit_2(tmp_path: Path) -> None:
+def test_each_broken_file_is_one_line_naming_its_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Every case in both formats through `specbench analyze` in this process (tests/builders.py
+    `specbench_here`), the first again as a process of its own: what it writes on each stream
+    and its exit code are the command's, not the process's."""
     seed = _seed()
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    procs = []
-    for index, (name, build, _, _) in enumerate(CASES):
+    failures = []
+    for name, build, line, words in CASES:
         path = tmp_path / f"{name}.jsonl"
         path.write_bytes(build(seed))
-        fmt = ("text", "json")[index % 2]  # a process each costs a second: formats alternate
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "bot.cli.main", "analyze", str(path), "--format", fmt],
-            cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    failures = []
-    for (name, _, line, words), proc in zip(CASES, procs, strict=True):
-        out, err = proc.communicate(timeout=120)
-        text = err.decode("utf-8", "replace")
-        lines = text.strip().splitlines()
-        ok = (proc.returncode == 2 and out == b"" and len(lines) == 1
-              and "Traceback" not in text and "internal error" not in text
-              and f"{tmp_path / name}.jsonl:{line}: " in lines[0] and words in lines[0])
-        if not ok:
-            failures.append(f"{name}: exit {proc.returncode}, stderr {text[:300]!r}")
+        for fmt in ("text", "json"):
+            done = specbench_here(capsys, "analyze", str(path), "--format", fmt)
+            failure = _refusal(done.returncode, done.stdout, done.stderr, f"{path}:{line}: ",
+                               words)
+            if failure:
+                failures.append(f"{name} ({fmt}): {failure}")
     assert not failures, "\n".join(failures)
+    name, _, line, words = CASES[0]
+    done = subprocess.run([sys.executable, "-m", "bot.cli.main", "analyze",
+                           str(tmp_path / f"{name}.jsonl")], cwd=REPO, capture_output=True,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, timeout=120, check=False)
+    text = done.stderr.decode("utf-8", "replace")
+    assert not _refusal(done.returncode, done.stdout.decode(), text,
+                        f"{tmp_path / name}.jsonl:{line}: ", words), text
+
+
+def _refusal(code: int, out: str, err: str, where: str, words: str) -> str:
+    """What is wrong with a refusal that must be exit 2, nothing on stdout and one line on
+    stderr naming `where` with `words`, no traceback; empty when nothing is."""
+    lines = err.strip().splitlines()
+    ok = (code == 2 and out == "" and len(lines) == 1 and "Traceback" not in err
+          and "internal error" not in err and where in lines[0] and words in lines[0])
+    return "" if ok else f"exit {code}, stderr {err[:300]!r}"
 
 
 def test_the_seed_still_analyses_and_a_utf8_bom_is_fine(tmp_path: Path) -> None:
