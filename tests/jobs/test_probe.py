@@ -14,7 +14,6 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +29,7 @@ from jobs.evidence.probe_input import (
     to_bytes,
     to_request,
 )
+from tests.builders import specbench_here
 from tests.conftest import REPO
 
 # Rank 1 stops answering at its first message of 64 KiB or more, as a rank wedged in a broken
@@ -187,15 +187,16 @@ def test_sizes_read_as_nccl_tests_reads_them() -> None:
             to_bytes(bad)
 
 
-def test_bad_input_exits_2_with_one_line() -> None:
+def test_bad_input_exits_2_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """In this process (tests/builders.py `specbench_here`): a refusal starts no rank; its
+    streams and exit code are the command's. The probes above are processes of their own."""
     cases = [
         ["--world", "1"], ["--world", "65", "--backend", "gloo"], ["--sizes", "0"],
         ["--sizes", "4K,2G"], ["--sizes", "4KB"], ["--backend", "mpi"], ["--iters", "0"],
         ["--env", "NCCL_ALGO"], ["--env", "1X=2"], ["--env", "RANK=3"], ["--timeout", "0"],
         ["--backend", "nccl", "--world", "4096"],  # no CUDA here, or fewer GPUs than that
     ]
-    with ThreadPoolExecutor(4) as pool:
-        results = list(pool.map(lambda case: specbench("probe", *case), cases))
+    results = [specbench_here(capsys, "probe", *case) for case in cases]
     for case, done in zip(cases, results, strict=True):
         assert done.returncode == 2, (case, done.returncode, done.stderr)
         assert done.stdout == "", case
