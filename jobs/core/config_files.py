@@ -2,21 +2,26 @@
 untrusted input (docs/contracts.md "Bounded work and any file": a preset, the host's stacks file):
 at most `limit` bytes, UTF-8. `load_yaml`: a document parsed by libyaml where PyYAML has it (an
 engine's 100 KB flag-type table: 0.02 s instead of 0.15 s, in every `specbench` process that
-plans a batch), its errors in the pure-Python parser's words. `top_level`: its parsed top level
-(the failure rules, an engine's flag tables), a mapping of known keys only. A problem is one line
-that names the file."""
+plans a batch), its errors in the pure-Python parser's words. `parsed_once`: a table parsed once
+per process for its text, wherever the file lies (a copied config folder holds the same table).
+`top_level`: its parsed top level (the failure rules, an engine's flag tables), a mapping of known
+keys only. A problem is one line that names the file."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import hashlib
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 
 from jobs.errors import PresetError
 
 FAST_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+T = TypeVar("T")
+_PARSED: dict[tuple[str, str], Any] = {}
+_PARSED_MAX = 16
 
 
 def read_text(path: Path, *, limit: int, noun: str, rule: str,
@@ -53,6 +58,20 @@ def load_yaml(text: str) -> Any:
         return yaml.load(text, Loader=FAST_LOADER)  # noqa: S506 - a safe loader
     except yaml.YAMLError:
         return yaml.safe_load(text)  # raises the same problem in its own words
+
+
+def parsed_once(path: Path, kind: str, parse: Callable[[str, str], T]) -> T:
+    """`parse(text, source)` of the file at `path` (its text and its name for messages), kept
+    for that text and `kind`: the same table in another folder is not parsed again. A table
+    that fails to parse is not kept, so each file's error names that file."""
+    text = path.read_text(encoding="utf-8")
+    key = (kind, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
+    if key not in _PARSED:
+        parsed = parse(text, str(path))
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.pop(next(iter(_PARSED)))
+        _PARSED[key] = parsed
+    return _PARSED[key]  # type: ignore[no-any-return]
 
 
 def top_level(data: Any, *, source: str, keys: Sequence[str]) -> dict[str, Any]:

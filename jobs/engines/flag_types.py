@@ -23,7 +23,7 @@ from typing import Any
 
 import yaml
 
-from jobs.core.config_files import load_yaml
+from jobs.core.config_files import load_yaml, parsed_once
 from jobs.engines.flags import to_flag
 from jobs.engines.shipped import locate
 from jobs.errors import PresetError
@@ -182,7 +182,8 @@ def load_types(name: str, path: Path | None = None, *, engine: str) -> TypeTable
 
 @functools.lru_cache(maxsize=8)
 def _load_cached(path: Path, mtime_ns: int, size: int, engine: str) -> TypeTable:
-    return parse_types(path.read_text(encoding="utf-8"), source=str(path), engine=engine)
+    return parsed_once(path, f"{engine} flag types",
+                       lambda text, source: parse_types(text, source=source, engine=engine))
 
 
 def parse_types(text: str, *, source: str = "flag_types.yaml", engine: str = "the engine",

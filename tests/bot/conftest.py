@@ -32,6 +32,7 @@ from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.engines.base import RunContext, now_iso, to_run_record
 from jobs.store import Store
+from tests.builders import loopback_client
 from tests.standin.slack_api import SlackStandin
 
 SIGNING_SECRET = "test-signing-secret-0123"
@@ -146,7 +147,7 @@ class BotServer:
     port: int
     server: Any
     thread: threading.Thread
-    client: httpx.Client = field(default_factory=lambda: httpx.Client(timeout=60))
+    client: httpx.Client = field(default_factory=lambda: loopback_client(timeout=60))
 
     @property
     def url(self) -> str:

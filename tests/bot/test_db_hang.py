@@ -34,7 +34,7 @@ from jobs.store import BatchRow, Store
 from jobs.store.connections import GRACE_S
 from tests.bot.conftest import sign, summaries
 from tests.bot.test_distributed_bot import Bot
-from tests.builders import standin_preset
+from tests.builders import loopback_client, standin_preset
 from tests.jobs.test_distributed import Site, Worker, make_site, redis_db, wait_until
 from tests.standin.postgres import fresh_database
 from tests.standin.slack_api import SlackStandin
@@ -96,7 +96,7 @@ class Pinger:
 
     def _run(self) -> None:
         period = 1.0 / self.rate_hz
-        with httpx.Client(timeout=30) as client:
+        with loopback_client(timeout=30) as client:
             next_at = time.monotonic()
             while not self._stop.is_set():
                 self.acks.append(self._help(client))

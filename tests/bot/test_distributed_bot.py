@@ -24,7 +24,7 @@ import pytest
 from jobs.store import Store
 from tests.bot.conftest import BOT_TOKEN, PLANTED, SIGNING_SECRET, free_port, sign, summaries
 from tests.bot.conftest import thread_of as thread_calls
-from tests.builders import standin_preset
+from tests.builders import loopback_client, standin_preset
 from tests.jobs.test_distributed import REPO, Site, Worker, make_site, redis_db, wait_until
 from tests.standin.slack_api import SlackStandin
 
@@ -76,7 +76,7 @@ class Bot:
             [sys.executable, "-c", WARM, "bot", "--http", str(self.port)], stdin=subprocess.PIPE,
             env=env, cwd=REPO, stdout=self._out, stderr=subprocess.STDOUT,
         )
-        self.client = httpx.Client(timeout=10)
+        self.client = loopback_client(timeout=10)
         if not held:
             self.start()
 

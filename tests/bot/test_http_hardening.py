@@ -29,6 +29,7 @@ from tests.bot.conftest import (
     BotServer,
     free_port,
 )
+from tests.builders import loopback_get
 from tests.standin.slack_api import SlackStandin
 
 REPO = Path(__file__).resolve().parents[2]
@@ -61,7 +62,8 @@ class BotProcess:
 
     def _healthy(self) -> bool:
         try:
-            return httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=2).status_code == 200
+            url = f"http://127.0.0.1:{self.port}/healthz"
+            return loopback_get(url, timeout=2).status_code == 200
         except httpx.HTTPError:
             return False
 
@@ -171,7 +173,7 @@ def test_a_20_mb_body_is_refused_unread_and_unlogged(bot_process: BotProcess) ->
     assert bot_process.rss_mib("VmHWM") - peak < 16
     assert "Traceback" not in log
     # the bot still answers
-    assert httpx.get(f"http://127.0.0.1:{bot_process.port}/healthz").text == "ok"
+    assert loopback_get(f"http://127.0.0.1:{bot_process.port}/healthz").text == "ok"
 
 
 def test_a_body_just_over_the_cap_is_413_and_one_at_it_is_read(bot: BotServer) -> None:

@@ -15,7 +15,6 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from bot.slack.linger import LINGER_BYTES, LINGER_SECONDS
@@ -26,6 +25,7 @@ from tests.bot.test_http_hardening import (
     body_chunks,
     unsigned_head,
 )
+from tests.builders import loopback_get
 from tests.standin.slack_api import SlackStandin
 
 UNSIGNED = {"X-Slack-Request-Timestamp": str(int(time.time())), "X-Slack-Signature": "v0=00",
@@ -57,7 +57,7 @@ def post_with_http_client(port: int, *, chunked: bool) -> tuple[int, bytes]:
 
 
 def healthy(port: int) -> bool:
-    return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).text == "ok"
+    return loopback_get(f"http://127.0.0.1:{port}/healthz", timeout=5).text == "ok"
 
 
 @pytest.mark.timeout(120)

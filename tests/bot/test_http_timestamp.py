@@ -10,10 +10,10 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
 
 from tests.bot.test_http_hardening import BotProcess, sign_bytes
+from tests.builders import loopback_client
 from tests.standin.slack_api import SlackStandin
 
 REQUESTS = 5
@@ -33,7 +33,7 @@ def test_a_timestamp_of_hundreds_of_digits_is_401_with_one_log_line(
     body = b"command=%2Fspecbench&text=help&user_id=U_ALICE&channel_id=C_LAB"
     headers = sign_bytes(body, timestamp=timestamp)  # signed with that very timestamp
     logged = bot_process.log_bytes()
-    with httpx.Client(timeout=10) as client:
+    with loopback_client(timeout=10) as client:
         statuses = [client.post(f"http://127.0.0.1:{bot_process.port}/slack/events",
                                 content=body, headers=headers).status_code
                     for _ in range(REQUESTS)]

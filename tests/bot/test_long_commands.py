@@ -27,6 +27,7 @@ from jobs.core.plans import MAX_NAME_CHARS
 from jobs.store import Store
 from tests.bot.conftest import sign
 from tests.bot.test_http_hardening import REPO, BotProcess
+from tests.builders import loopback_client
 from tests.standin.slack_api import Call, SlackStandin
 
 FLOOD = 8
@@ -59,7 +60,7 @@ def answers_to(standin: SlackStandin, user: str) -> list[Call]:
 def test_a_flood_of_long_commands_leaves_help_answered(
     bot_process: BotProcess, standin: SlackStandin
 ) -> None:
-    with httpx.Client(timeout=60) as client:
+    with loopback_client(timeout=60) as client:
         assert command(bot_process.port, "help", user="U_WARM", client=client) == 200
         standin.wait_for(lambda _: answers_to(standin, "U_WARM"), timeout=60)
         logged = bot_process.log_bytes()
@@ -92,7 +93,7 @@ def test_a_flood_of_long_commands_leaves_help_answered(
 def test_a_300_character_preset_name_gets_one_line(
     bot_process: BotProcess, standin: SlackStandin
 ) -> None:
-    with httpx.Client(timeout=30) as client:
+    with loopback_client(timeout=30) as client:
         assert command(bot_process.port, "run " + "b" * 300, user="U_LONG", client=client) == 200
     standin.wait_for(lambda _: answers_to(standin, "U_LONG"), timeout=60)
     (reply,) = answers_to(standin, "U_LONG")

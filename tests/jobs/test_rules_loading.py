@@ -82,3 +82,31 @@ def test_a_broken_document_raises_what_the_pure_python_parser_raises(text: str) 
     with pytest.raises(yaml.YAMLError) as slow:
         yaml.safe_load(text)
     assert str(fast.value) == str(slow.value)
+
+
+def test_the_same_table_in_another_folder_is_parsed_once_and_a_broken_one_names_its_file(
+    tmp_path: Path,
+) -> None:
+    """jobs/core/config_files `parsed_once`: a copied config folder's table is the table already
+    parsed; a broken copy is parsed, refused in its own file's name, and not kept."""
+    text = (SHIPPED.parent / "engines" / "sglang" / "flag_types.yaml").read_text(encoding="utf-8")
+    parses: list[str] = []
+
+    def parse(body: str, source: str) -> int:
+        parses.append(source)
+        if "broken" in body:
+            raise PresetError(f"{source}: broken")
+        return len(body)
+
+    for folder in ("a", "b"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "t.yaml").write_text(text, encoding="utf-8")
+    kind = f"a test's table {tmp_path}"
+    assert config_files.parsed_once(tmp_path / "a" / "t.yaml", kind, parse) == len(text)
+    assert config_files.parsed_once(tmp_path / "b" / "t.yaml", kind, parse) == len(text)
+    assert parses == [str(tmp_path / "a" / "t.yaml")]
+    (tmp_path / "b" / "t.yaml").write_text("broken\n", encoding="utf-8")
+    for _ in range(2):
+        with pytest.raises(PresetError, match=rf"^{re.escape(str(tmp_path / 'b' / 't.yaml'))}"):
+            config_files.parsed_once(tmp_path / "b" / "t.yaml", kind, parse)
+    assert len(parses) == 3

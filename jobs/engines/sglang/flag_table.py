@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from jobs.core.config_files import load_yaml, top_level
+from jobs.core.config_files import load_yaml, parsed_once, top_level
 from jobs.core.plans import RunConfig
 from jobs.engines.flags import to_flag
 from jobs.engines.shipped import locate
@@ -120,7 +120,8 @@ def load_table(path: Path | None = None) -> FlagTable:
 
 @functools.lru_cache(maxsize=4)
 def _load_cached(path: Path, mtime_ns: int, size: int) -> FlagTable:
-    return parse_table(path.read_text(encoding="utf-8"), source=str(path))
+    return parsed_once(path, "SGLang flag table",
+                       lambda text, source: parse_table(text, source=source))
 
 
 def parse_table(text: str, *, source: str = FILE) -> FlagTable:
