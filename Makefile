@@ -41,7 +41,7 @@ services:
 test: install services $(WARM)
 	$(PYTEST)
 
-# A fresh clone's venv holds no bytecode and its test files no rewritten bytecode: five workers
+# A fresh clone's venv holds no bytecode and its test files no rewritten bytecode: six workers
 # and their subprocesses starting at once would each compile the same modules (collecting the
 # suite: 8.4 s of CPU with nothing compiled, 2.5 s after). Two processes compile them first, once
 # per venv: the suite's collection, and what only its subprocesses import.
