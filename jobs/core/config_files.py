@@ -9,7 +9,6 @@ keys only. A problem is one line that names the file."""
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -20,7 +19,7 @@ from jobs.errors import PresetError
 
 FAST_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 T = TypeVar("T")
-_PARSED: dict[tuple[str, str], Any] = {}
+_PARSED: dict[tuple[str, str], Any] = {}  # (kind, text) -> parsed, oldest first
 _PARSED_MAX = 16
 
 
@@ -65,7 +64,7 @@ def parsed_once(path: Path, kind: str, parse: Callable[[str, str], T]) -> T:
     for that text and `kind`: the same table in another folder is not parsed again. A table
     that fails to parse is not kept, so each file's error names that file."""
     text = path.read_text(encoding="utf-8")
-    key = (kind, hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest())
+    key = (kind, text)
     if key not in _PARSED:
         parsed = parse(text, str(path))
         if len(_PARSED) >= _PARSED_MAX:

@@ -271,32 +271,32 @@ def test_the_console_adds_pauses_runs_shows_acknowledges_and_stops_a_watch(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str],
 ) -> None:
     """Each line in this process but `watch run`, a batch that runs in a console of its own."""
-    def _console(tmp_path: Path, line: str) -> Any:
+    def here(line: str) -> Any:
         return _console_here(tmp_path, line, capsys)
 
-    added = _console(tmp_path, "watch standin-demo --every weekly --at 05:30")
+    added = here("watch standin-demo --every weekly --at 05:30")
     assert added.returncode == 0, added.stderr
     assert "Watch 1 added: standin-demo weekly at 05:30 UTC" in added.stdout
-    assert "watch 1 (standin-demo) is paused" in _console(tmp_path, "watch pause 1").stdout
-    assert "watch 1 (standin-demo) is active" in _console(tmp_path, "watch resume 1").stdout
+    assert "watch 1 (standin-demo) is paused" in here("watch pause 1").stdout
+    assert "watch 1 (standin-demo) is active" in here("watch resume 1").stdout
     seed_console_history(tmp_path, monkeypatch)
     ran = console(tmp_path, "watch run 1")
     assert ran.returncode == 0, ran.stderr
     said = [line for line in ran.stdout.splitlines() if "Watch 1: " in line]
     assert said and "output_throughput of baseline regression -18." in said[0], ran.stdout
     change = said[0].split("(change ")[1].split(")")[0]
-    listed = _console(tmp_path, "/specbench watch list")
+    listed = here("/specbench watch list")
     assert "1  standin-demo  weekly at 05:30 UTC  queue default  active  by tester" in \
         listed.stdout
-    shown = _console(tmp_path, "watch show 1")
+    shown = here("watch show 1")
     assert "output_throughput of baseline: 16 points, latest 82 in b-" in shown.stdout
-    assert f"change {change} of watch 1 acknowledged by tester" in _console(
-        tmp_path, f"watch ack {change}").stdout
-    again = _console(tmp_path, f"watch dismiss c{change}")
+    assert f"change {change} of watch 1 acknowledged by tester" in here(
+        f"watch ack {change}").stdout
+    again = here(f"watch dismiss c{change}")
     assert again.returncode == 0 and "was already acknowledged by tester at " in again.stdout
     for line, code, says in (("watch show 2", 2, "unknown watch '2'"),
                              ("watch standin-demo --every 10m", 2, "at most hourly"),
                              ("watch dismiss 99", 2, "unknown change '99'")):
-        done = _console(tmp_path, line)
+        done = here(line)
         assert done.returncode == code and says in done.stdout + done.stderr, line
-    assert "is stopped" in _console(tmp_path, "watch stop 1").stdout
+    assert "is stopped" in here("watch stop 1").stdout

@@ -161,8 +161,6 @@ def _parse_yaml(text: str) -> tuple[Any, Any]:
         loader.dispose()
 
 
-
-
 def _rule_lines(root: Any) -> list[int]:
     """The 1-based line of each item of `rules`, for error messages (empty when unknown)."""
     if not isinstance(root, yaml.MappingNode):
