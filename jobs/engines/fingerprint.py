@@ -16,6 +16,8 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from jobs.engines.probe import INSTALLED
+
 SMI_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"]
 TOPO_QUERY = ["nvidia-smi", "topo", "-m"]
 # The versions the engine's interpreter sees, without `import torch` where it can be helped: that
@@ -24,18 +26,9 @@ TOPO_QUERY = ["nvidia-smi", "topo", "-m"]
 # the import, as jobs.engines.probe does); torch's comes from torch/version.py, read, not
 # imported, when it is a CPU build (no CUDA, HIP, ROCm or XPU: no NCCL to ask); a GPU build is
 # imported for its NCCL version, as before. The keys and values are the same either way.
-PROBE = """\
-import ast, importlib, importlib.metadata as m, importlib.util as u, json, os, sys
+PROBE = INSTALLED + """\
+import ast, importlib, json, sys
 out, package = {}, sys.argv[1]
-def installed(name):
-    try:
-        spec, dist = u.find_spec(name), m.distribution(name)
-        init = os.path.realpath(str(dist.locate_file(name + "/__init__.py")))
-        if spec is not None and os.path.realpath(spec.origin or "") == init:
-            return dist.version
-    except Exception:
-        pass
-    return None
 def torch_build():
     try:
         spec = u.find_spec("torch")
@@ -50,7 +43,8 @@ def torch_build():
         if isinstance(target, ast.Name) and isinstance(node.value, ast.Constant):
             found[target.id] = node.value.value
     return found
-version = installed(package)
+dist = installed(package)
+version = dist.version if dist is not None else None
 if version is None:
     try:
         version = str(importlib.import_module(package).__version__)

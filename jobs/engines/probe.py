@@ -30,18 +30,43 @@ from jobs.errors import EngineError
 from jobs.settings import data_dir
 
 FORMAT = 2  # of the cache files
-_VERSION_PROBE = """\
-import importlib, importlib.metadata as m, importlib.util as u, json, os, sys
+# `installed(name)`, for the probes run in an engine's interpreter: the distribution that `import
+# name` loads, when its metadata lies beside the package (else None: a source folder on
+# PYTHONPATH, an editable install, the test stand-in). importlib.metadata, most of a probe's
+# time, is imported only when a folder on the package's path entry is named like it.
+INSTALLED = """\
+import importlib.util as u, os
+def installed(name):
+    try:
+        spec = u.find_spec(name)
+    except Exception:
+        return None
+    if spec is None or not spec.origin:
+        return None
+    key = name.lower().replace("-", "_").replace(".", "_")
+    try:
+        entries = os.listdir(os.path.dirname(os.path.dirname(spec.origin)))
+    except OSError:
+        return None
+    named = [e[:-len(".dist-info")] if e.endswith(".dist-info") else e[:-len(".egg-info")]
+             for e in entries if e.endswith((".dist-info", ".egg-info"))]
+    if not any(n.split("-")[0].lower().replace(".", "_") == key for n in named):
+        return None
+    import importlib.metadata as m
+    try:
+        dist = m.distribution(name)
+        init = os.path.realpath(str(dist.locate_file(name + "/__init__.py")))
+    except Exception:
+        return None
+    return dist if os.path.realpath(spec.origin) == init else None
+"""
+_VERSION_PROBE = INSTALLED + """\
+import importlib, json, sys
 name = sys.argv[1]
-spec, out = u.find_spec(name), None
-try:
-    d = m.distribution(name)
-    init = os.path.realpath(str(d.locate_file(name + "/__init__.py")))
-    if spec is not None and os.path.realpath(spec.origin or "") == init:
-        where = getattr(d, "_path", None)
-        out = {"version": d.version, "stamp": str(where / "METADATA") if where else None}
-except Exception:
-    pass
+found, out = installed(name), None
+if found is not None:
+    where = getattr(found, "_path", None)
+    out = {"version": found.version, "stamp": str(where / "METADATA") if where else None}
 if out is None:
     out = {"version": importlib.import_module(name).__version__, "stamp": None}
 print(json.dumps(out))

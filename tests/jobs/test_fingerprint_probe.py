@@ -128,3 +128,24 @@ def test_an_installed_sglang_is_read_from_its_metadata_and_a_source_tree_importe
     info.rmdir()  # a source tree: no metadata, imported
     out, _ = probe(PROBE, path=[site], isolated=True)
     assert json.loads(out.splitlines()[-1]) == {"sglang": "0.5.9"} and marker.exists()
+
+
+def test_metadata_elsewhere_on_the_path_is_not_the_package_s(tmp_path: Path) -> None:
+    """An editable install's metadata lies in site-packages, its package in the source tree: the
+    package is imported for its version, as from a source tree; an egg-info beside the package
+    (`setup.py develop`) is its own metadata, read without the import."""
+    source, site, marker = tmp_path / "src", tmp_path / "site", tmp_path / "sglang-imported"
+    (source / "sglang").mkdir(parents=True)
+    (source / "sglang" / "__init__.py").write_text(
+        f"open({str(marker)!r}, 'w').close()\n__version__ = '0.5.10.dev0'\n")
+    info = site / "sglang-0.5.9.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.9\n")
+    out, _ = probe(PROBE, path=[source, site], isolated=True)
+    assert json.loads(out.splitlines()[-1]) == {"sglang": "0.5.10.dev0"} and marker.exists()
+    marker.unlink()
+    egg = source / "sglang.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: sglang\nVersion: 0.5.10\n")
+    out, _ = probe(PROBE, path=[source, site], isolated=True)
+    assert json.loads(out.splitlines()[-1]) == {"sglang": "0.5.10"} and not marker.exists()
