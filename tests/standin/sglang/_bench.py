@@ -37,12 +37,10 @@ import os
 import random
 import sys
 import time
-import urllib.error
-import urllib.request
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import standin_host
+import standin_http
 import standin_load as _load
 import standin_traffic
 from sglang import __version__
@@ -51,7 +49,6 @@ from sglang._flags import build_bench_parser, flag_set, version_tuple
 from sglang._log import note
 
 AT = version_tuple(__version__)
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 SHAREGPT_URL = (
     "https://huggingface.co/datasets/anon8231489123/ShareGPT_Vicuna_unfiltered/resolve/main/"
     "ShareGPT_V3_unfiltered_cleaned_split.json"
@@ -69,15 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _call(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(url, data=data, headers={"Content-Type": "application/json"})
-    with _OPENER.open(request, timeout=30) as response:
-        raw = response.read() or b"{}"
-        try:
-            result: dict[str, Any] = json.loads(raw)
-        except ValueError:
-            result = {"text": raw.decode(errors="replace")}
-        return result
+    raw = standin_http.call(url, body) or b"{}"
+    try:
+        result: dict[str, Any] = json.loads(raw)
+    except ValueError:
+        result = {"text": raw.decode(errors="replace")}
+    return result
 
 
 def _offline_download() -> int:
@@ -120,7 +114,7 @@ def _generate(base_url: str, body: dict[str, Any]) -> bool:
     try:
         _call(base_url + "/generate", body)
         return True
-    except (urllib.error.URLError, OSError, ValueError):
+    except (OSError, ValueError):
         return False
 
 
@@ -139,8 +133,7 @@ def _send_all(args: argparse.Namespace, base_url: str, requests: list[Row]) -> i
         return _generate(base_url, request_body(args, *requests[index]))
 
     workers = args.max_concurrency or len(requests) or 1
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        return sum(pool.map(one, range(len(requests))))
+    return sum(standin_http.run_all(one, len(requests), workers))
 
 
 def concurrency(args: argparse.Namespace, sent: int, one_request_s: float) -> float:
@@ -170,7 +163,7 @@ def _wait_ready(url: str, timeout_s: int) -> bool:
             _call(url)
             print(f"Server ready in {time.perf_counter() - started:.1f}s.", flush=True)
             return True
-        except (urllib.error.URLError, OSError, ValueError):
+        except (OSError, ValueError):
             time.sleep(0.2)
     print(f"Server did not become ready within {timeout_s} timeout.", flush=True)
     return False

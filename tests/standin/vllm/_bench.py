@@ -19,17 +19,15 @@ STANDIN_MODE: slow-bench (hangs after the test run), bench-fails (traceback, exi
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import random
 import sys
 import time
-import urllib.parse
-from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
+import standin_http
 from vllm import __version__
 from vllm._datasets import DatasetProblem, sample
 from vllm._log import note
@@ -39,17 +37,13 @@ _DETAILED = ("input_lens", "output_lens", "start_times", "ttfts", "itls", "gener
              "errors", "server_queue_times", "server_ttfts")
 
 
-def _connect(url: str) -> tuple[http.client.HTTPConnection, str]:
-    parts = urllib.parse.urlsplit(url)
-    return http.client.HTTPConnection(parts.hostname, parts.port or 80, timeout=600), parts.path
-
-
 def get_text(url: str) -> str | None:
     try:
-        conn, path = _connect(url)
-        conn.request("GET", path)
-        response = conn.getresponse()
-        return response.read().decode() if response.status == 200 else None
+        response = standin_http.open_url(url, timeout=600)
+        if response.status != 200:
+            response.close()
+            return None
+        return response.read().decode()
     except OSError:
         return None
 
@@ -112,13 +106,12 @@ def request(api_url: str, model: str, prompt: str, prompt_len: int, output_len: 
     start = last = time.perf_counter()
     out["start_time"] = start
     try:
-        conn, path = _connect(api_url)
-        conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
-        response = conn.getresponse()
+        response = standin_http.open_url(api_url, body, timeout=600)
         if response.status != 200:
             out["error"] = response.reason or ""
+            response.close()
             return out
-        for raw in response:
+        for raw in response.lines():
             message = raw.decode().strip()
             if not message or message.startswith(":"):
                 continue
@@ -210,8 +203,7 @@ def bench_serve(args: argparse.Namespace) -> int:
         time.sleep(max(0.0, started + arrivals[index] - time.perf_counter()))
         return request(api_url, model, *rows[index], args.ignore_eos, extra)
 
-    with ThreadPoolExecutor(max_workers=args.max_concurrency or len(rows) or 1) as pool:
-        outputs = list(pool.map(one, range(len(rows))))
+    outputs = standin_http.run_all(one, len(rows), args.max_concurrency or len(rows) or 1)
     duration = max(time.perf_counter() - started, 1e-9)
     spec = spec_stats(before, spec_counters(base_url))
     failed = [o for o in outputs if not o["success"]]
