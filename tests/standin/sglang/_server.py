@@ -26,7 +26,6 @@ import os
 import threading
 import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import standin_host
@@ -36,6 +35,7 @@ from sglang import __version__
 from sglang._flags import version_tuple
 from sglang._log import log
 from sglang._log import note as _note
+from standin_httpd import RequestHandler
 
 SAMPLING = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
             "repetition_penalty")
@@ -142,7 +142,7 @@ def throughput() -> float:
     return standin_host.throughput(__version__)
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(RequestHandler):
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name

@@ -38,21 +38,18 @@ Environment (a configuration's `env` sets them):
 from __future__ import annotations
 
 import argparse
-import hashlib
-import multiprocessing
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
-from http.server import ThreadingHTTPServer
 
 import standin_host
 from sglang import __version__
 from sglang._flags import build_parser, version_tuple
 from sglang._log import log, note
 from sglang._server import STATE, Handler
+from standin_httpd import ThreadingHTTPServer
 
 BACKLOG = 2048  # uvicorn's --backlog default: a load level's requests connect at once
 AT = version_tuple(__version__)
@@ -164,6 +161,9 @@ def _child_sleeper() -> None:
 
 def spawn_children() -> None:
     """Scheduler-like children that ignore SIGTERM: orphans if only the leader is stopped."""
+    import multiprocessing  # noqa: PLC0415 - only this mode needs them: a start imports less
+    import subprocess  # noqa: PLC0415
+
     multiprocessing.get_context("fork").Process(target=_child_sleeper, daemon=False).start()
     code = (
         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
@@ -198,6 +198,8 @@ def main(argv: list[str]) -> int:
     for name in filter(None, (os.environ.get("STANDIN_PRINT_ENV") or "").split(",")):
         log(f"environment: {name}={os.environ.get(name, '')}", rank=None)
     for name in filter(None, (os.environ.get("STANDIN_DIGEST_ENV") or "").split(",")):
+        import hashlib  # noqa: PLC0415 - as the children's imports
+
         value = os.environ.get(name)
         shown = "unset" if value is None else hashlib.sha256(value.encode()).hexdigest()
         log(f"environment sha256: {name}={shown}", rank=None)

@@ -39,9 +39,9 @@ import subprocess
 import sys
 import threading
 import time
-from http.server import ThreadingHTTPServer
 from typing import Any
 
+from standin_httpd import ThreadingHTTPServer
 from vllm import __version__
 from vllm._fatal import api_server_failed, engine_failed
 from vllm._flags import Shown, flag_set

@@ -34,12 +34,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler
 from typing import Any
 
 import standin_host
 import standin_load as _load
 import standin_traffic
+from standin_httpd import RequestHandler
 from vllm import __version__
 from vllm._log import note as _note
 
@@ -210,7 +210,7 @@ def ttft_s() -> float:
     return float(ms) / 1000.0 if ms else 1.0 / throughput()
 
 
-class Handler(BaseHTTPRequestHandler):
+class Handler(RequestHandler):
     protocol_version = "HTTP/1.1"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
