@@ -16,7 +16,7 @@ import subprocess
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from jobs.engines.probe import INSTALLED
+from jobs.engines.installed import INSTALLED
 
 SMI_QUERY = ["nvidia-smi", "--query-gpu=name,driver_version,compute_cap", "--format=csv,noheader"]
 TOPO_QUERY = ["nvidia-smi", "topo", "-m"]

@@ -26,40 +26,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from jobs.engines.installed import INSTALLED
 from jobs.errors import EngineError
 from jobs.settings import data_dir
 
 FORMAT = 2  # of the cache files
-# `installed(name)`, for the probes run in an engine's interpreter: the distribution that `import
-# name` loads, when its metadata lies beside the package (else None: a source folder on
-# PYTHONPATH, an editable install, the test stand-in). importlib.metadata, most of a probe's
-# time, is imported only when a folder on the package's path entry is named like it.
-INSTALLED = """\
-import importlib.util as u, os
-def installed(name):
-    try:
-        spec = u.find_spec(name)
-    except Exception:
-        return None
-    if spec is None or not spec.origin:
-        return None
-    key = name.lower().replace("-", "_").replace(".", "_")
-    try:
-        entries = os.listdir(os.path.dirname(os.path.dirname(spec.origin)))
-    except OSError:
-        return None
-    named = [e[:-len(".dist-info")] if e.endswith(".dist-info") else e[:-len(".egg-info")]
-             for e in entries if e.endswith((".dist-info", ".egg-info"))]
-    if not any(n.split("-")[0].lower().replace(".", "_") == key for n in named):
-        return None
-    import importlib.metadata as m
-    try:
-        dist = m.distribution(name)
-        init = os.path.realpath(str(dist.locate_file(name + "/__init__.py")))
-    except Exception:
-        return None
-    return dist if os.path.realpath(spec.origin) == init else None
-"""
 _VERSION_PROBE = INSTALLED + """\
 import importlib, json, sys
 name = sys.argv[1]

@@ -187,9 +187,10 @@ def _installed_standin(root: Path, version: str) -> Path:
     site.mkdir(exist_ok=True)
     if not (site / "sglang").exists():
         (site / "sglang").symlink_to(STANDIN / "sglang")
-        (site / "standin_load.py").symlink_to(STANDIN / "standin_load.py")  # its load model
-        (site / "standin_host.py").symlink_to(STANDIN / "standin_host.py")  # its host's drift
-        (site / "standin_traffic.py").symlink_to(STANDIN / "standin_traffic.py")  # per category
+        # what it imports beside itself: its load model, its host's drift, traffic per
+        # category, its HTTP client and server
+        for name in ("load", "host", "traffic", "http", "httpd"):
+            (site / f"standin_{name}.py").symlink_to(STANDIN / f"standin_{name}.py")
     for old in site.glob("sglang-*.dist-info"):
         for item in old.iterdir():
             item.unlink()
