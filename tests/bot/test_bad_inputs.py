@@ -29,13 +29,14 @@ import yaml
 from bot.chat.router import Caller, Router
 from bot.cli.main import main
 from jobs.batches.dispatch import EmbeddedDispatcher
+from jobs.core.config_files import load_yaml
 from jobs.store import Store
 from tests.conftest import REPO
 
 CATALOGUE = Path(__file__).resolve().parents[1] / "bad_inputs.yaml"
 SURFACES = ("cli", "console", "chat", "preset")
 _REPEAT = re.compile(r"\{\{(.+?)\*(\d+)\}\}")
-_DATA = yaml.safe_load(CATALOGUE.read_text(encoding="utf-8"))
+_DATA = load_yaml(CATALOGUE.read_text(encoding="utf-8"))  # libyaml: each worker collects it
 
 
 @dataclass(frozen=True)
