@@ -23,11 +23,17 @@ pip_option() {  # the values pip is configured with for one option, space-separa
     "$PYTHON" -m pip config list 2>/dev/null | sed -n "s/^[a-z:]*\.$1='\(.*\)'\$/\1/p" | tr '\n' ' '
 }
 
-test -x "$PY" || { step "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 UV=""
 if [ "${SPECBENCH_INSTALLER:-uv}" != pip ]; then
     step "getting uv"
     UV=$(uv_bin) || UV=""
+fi
+# uv installs into a venv without pip of its own (ensurepip: 3 s of a fresh clone's install);
+# pip installs with the venv's pip.
+if [ -n "$UV" ]; then
+    test -x "$PY" || { step "creating $VENV"; "$PYTHON" -m venv --without-pip "$VENV"; }
+else
+    test -x "$VENV/bin/pip" || { step "creating $VENV"; "$PYTHON" -m venv "$VENV"; }
 fi
 if [ -n "$UV" ]; then
     args=(--python "$PY" --index-strategy unsafe-best-match -q)
