@@ -11,12 +11,15 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import re
 import sys
-from pathlib import Path
-from typing import Any
 
-FLAGS = Path(__file__).resolve().parent / "flags"
+TYPE_CHECKING = False  # typing's import is a tenth of a stand-in's start: annotations only
+if TYPE_CHECKING:
+    from typing import Any
+
+FLAGS = os.path.join(os.path.dirname(os.path.realpath(__file__)), "flags")  # no pathlib: a start
 _TYPES: dict[str, Any] = {"int": int, "float": float}
 
 
@@ -26,7 +29,8 @@ def version_tuple(version: str) -> tuple[int, ...]:
 
 
 def kept_versions() -> list[str]:
-    return sorted((p.stem for p in FLAGS.glob("[0-9]*.json")), key=version_tuple)
+    return sorted((name.removesuffix(".json") for name in os.listdir(FLAGS)
+                   if name[:1].isdigit() and name.endswith(".json")), key=version_tuple)
 
 
 def release_for(version: str) -> str:
@@ -38,7 +42,8 @@ def release_for(version: str) -> str:
 
 @functools.lru_cache(maxsize=8)
 def flag_set(version: str) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads((FLAGS / f"{release_for(version)}.json").read_text())
+    with open(os.path.join(FLAGS, f"{release_for(version)}.json"), encoding="utf-8") as handle:
+        data: dict[str, Any] = json.load(handle)
     return data
 
 

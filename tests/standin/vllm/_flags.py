@@ -15,15 +15,18 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import re
 import sys
 from collections import defaultdict
-from pathlib import Path
-from typing import Any, NoReturn
 
 from vllm._types import human_readable_int, value_type
 
-FLAGS = Path(__file__).resolve().parent / "flags"
+TYPE_CHECKING = False  # typing's import is a tenth of a stand-in's start: annotations only
+if TYPE_CHECKING:
+    from typing import Any, NoReturn
+
+FLAGS = os.path.join(os.path.dirname(os.path.realpath(__file__)), "flags")  # no pathlib: a start
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -35,16 +38,20 @@ def _release(version: str) -> tuple[int, ...]:
 def flag_set(version: str) -> dict[str, Any]:
     """The kept flag set for `version`: its own, else the nearest kept release below it, else
     the oldest kept (0.33.0 and 0.34.0 are kept)."""
-    kept = sorted(FLAGS.glob("[0-9]*.json"), key=lambda p: _release(p.stem))
-    below = [p for p in kept if _release(p.stem) <= _release(version)]
-    chosen = below[-1] if below else kept[0]
-    data: dict[str, Any] = json.loads(chosen.read_text())
+    kept = sorted((name.removesuffix(".json") for name in os.listdir(FLAGS)
+                   if name[:1].isdigit() and name.endswith(".json")), key=_release)
+    below = [v for v in kept if _release(v) <= _release(version)]
+    with open(os.path.join(FLAGS, f"{below[-1] if below else kept[0]}.json"),
+              encoding="utf-8") as handle:
+        data: dict[str, Any] = json.load(handle)
     return data
 
 
 def help_text(version: str, command: str) -> str:
     name = "serve-help" if command == "serve" else "bench-serve-help"
-    return (FLAGS / f"{flag_set(version)['version']}.{name}.txt").read_text()
+    with open(os.path.join(FLAGS, f"{flag_set(version)['version']}.{name}.txt"),
+              encoding="utf-8") as handle:
+        return handle.read()
 
 
 class EnableDisable(argparse.Action):

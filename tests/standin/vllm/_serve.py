@@ -39,7 +39,6 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
 
 from standin_httpd import ThreadingHTTPServer
 from vllm import __version__
@@ -48,6 +47,10 @@ from vllm._flags import Shown, flag_set
 from vllm._log import info, log, note
 from vllm._server import STATE, Handler
 from vllm._types import unknown_keys
+
+TYPE_CHECKING = False  # typing's import is a tenth of a stand-in's start: annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 BACKLOG = 2048  # uvicorn's --backlog default: a load level's requests connect at once
 SUPPORTED_WORLD_SIZES = [2, 4, 6, 8, 16]  # custom_all_reduce.py:118

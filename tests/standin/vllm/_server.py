@@ -34,7 +34,6 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 import standin_host
 import standin_load as _load
@@ -42,6 +41,10 @@ import standin_traffic
 from standin_httpd import RequestHandler
 from vllm import __version__
 from vllm._log import note as _note
+
+TYPE_CHECKING = False  # typing's import is a tenth of a stand-in's start: annotations only
+if TYPE_CHECKING:
+    from typing import Any
 
 SAMPLING = ("temperature", "top_p", "top_k", "min_p", "frequency_penalty", "presence_penalty",
             "repetition_penalty")
