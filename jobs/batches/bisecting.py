@@ -81,11 +81,13 @@ def execute_bisect(row: BatchRow, *, store: Store, sink: EventSink, execute: Exe
             fingerprints, names = candidates(plan, good=asked["from"], bad=asked["to"])
     except UserError as exc:
         error = f"the bisection cannot run on {host}: {exc}"[:500]
-        store.set_state(row.id, "refused", host=host, error=error)
-        sink.emit(make_event("batch.finished", row.id, state="refused", report=None,
-                             error=error, host=host))
+        if store.set_state(row.id, "refused", host=host, error=error,
+                           only_from=("queued", "running")):  # not a batch cancelled meanwhile
+            sink.emit(make_event("batch.finished", row.id, state="refused", report=None,
+                                 error=error, host=host))
         return {}
-    store.set_state(row.id, "running", host=host)
+    if not store.start(row.id, host=host):
+        return {}  # cancelled while queued: its canceller said so, nothing runs
     sink.emit(make_event("batch.started", row.id, host=host, queue=row.queue, approaches=[],
                          reps=plan.reps, warmup=plan.warmup, metric=plan.metric,
                          warnings=list(plan.warnings), preset=plan.preset, sweep=None,

@@ -134,7 +134,8 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
     refusal = bad.get("baseline") if "baseline" not in done else None
     if refusal is not None:
         return _refuse(store, sink, batch_id, host=host, why=refusal)
-    store.set_state(batch_id, "running", host=host)
+    if not store.start(batch_id, host=host):
+        return {}  # cancelled while queued: its canceller said so, nothing runs
     names = [c.approach for c in plan.configs]
     shown = names if other is None else upgrading.step_labels(plan)  # each server, in order
     closing = [CLOSING] if plan.is_bracketed else []  # the baseline again, last
@@ -268,7 +269,9 @@ def _refuse(store: Store, sink: EventSink, batch_id: str, *, host: str, why: str
     """End a batch whose baseline (or stack) this host cannot start: state `refused`, nothing
     started."""
     error = f"{what} on {host}: {why}"
-    store.set_state(batch_id, "refused", host=host, error=error[:500])
+    if not store.set_state(batch_id, "refused", host=host, error=error[:500],
+                           only_from=("queued", "running")):
+        return {}  # cancelled while queued: it stays so
     sink.emit(make_event("batch.finished", batch_id, state="refused", report=None,
                          error=error[:500], host=host))
     return {}

@@ -66,7 +66,8 @@ def execute_probe(
         return _end(store, sink, row.id, report, state="refused",
                     error=f"this host cannot run the probe: {exc}")
     report["request"] = dataclasses.asdict(request)
-    store.set_state(row.id, "running", host=host)
+    if not store.start(row.id, host=host):
+        return report  # cancelled while queued: its canceller said so, nothing runs
     sink.emit(make_event("batch.started", row.id, host=host, queue=row.queue, approaches=[PROBE],
                          reps=1, warmup=False, metric=row.plan.metric, warnings=[],
                          preset=PROBE, sweep=None, confirms=None, probe=report["request"]))

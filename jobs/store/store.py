@@ -122,6 +122,12 @@ class Store(Runs, Leases, Posts, Comparisons, DigestQueries, Histories, Watches)
                 raise UnknownBatch(batch_id)
             return False
 
+    def start(self, batch_id: str, *, host: str) -> bool:
+        """Its runner takes the batch: `running` from queued (or running still, a resumed
+        batch); False when it ended meanwhile (cancelled while queued): nothing may run then,
+        and its state stays the one its canceller set."""
+        return self.set_state(batch_id, "running", host=host, only_from=("queued", "running"))
+
     def request_cancel(self, batch_id: str) -> bool:
         """Flag the batch for cancelling; False when there is no such batch."""
         return self._update(batch_id, cancel_requested=True)

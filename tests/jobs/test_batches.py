@@ -111,6 +111,29 @@ def test_a_cancel_skips_the_rest_and_ends_the_batch_cancelled(standin, tmp_path)
     standin.assert_clean()
 
 
+def test_a_batch_cancelled_after_its_runner_read_it_queued_never_runs(standin, tmp_path):
+    """A runner that read the row while it was queued, then was beaten by a cancel: it takes
+    the batch only from queued (or running, resumed), so the cancelled batch is not brought back
+    to running, no server starts and no batch.started follows the cancel."""
+    plan = standin.plan(standin.config("baseline", role="baseline"),
+                        standin.config("faster", "ok"))
+    store = Store(f"sqlite:///{tmp_path}/store.db")
+    row, _ = submit(plan, store=store, requested_by="tester")
+    store.request_cancel(row.id)
+    assert store.set_state(row.id, "cancelled", only_from=["queued"])  # request_cancel's step
+    seen: list[Event] = []
+
+    report = execute_batch(row.id, store=store, sink=CallbackSink(seen.append),
+                           engine=SGLangEngine())
+
+    assert report == {} and seen == []
+    assert store.get_batch(row.id).state == "cancelled" and store.records(row.id) == []
+    assert standin.notes("server") == []
+    assert not store.start(row.id, host="h")  # as the runner found it
+    other, _ = submit(plan, store=store, requested_by="tester")
+    assert store.start(other.id, host="h") and store.start(other.id, host="h")  # resumed too
+
+
 @pytest.mark.timeout(180)
 def test_a_resumed_batch_does_not_run_finished_approaches_again(standin, tmp_path):
     plan = standin.plan(
