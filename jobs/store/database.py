@@ -2,8 +2,9 @@
 
 Every public write of the store is its own transaction (`_write`), so a crash mid-batch loses at
 most the run in flight. The schema belongs to Alembic (`jobs/store/migrations`): a store migrates
-lazily, once, on its first use, or when `migrate()` is called. Datetimes are tz-aware UTC on both
-backends. The store's parts (`jobs.store.store`, `runs`, `leases`, `posts`) share this base.
+lazily, once, on its first use, or when `migrate()` is called; a new database is built at the
+head from the models. Datetimes are tz-aware UTC on both backends. The store's parts
+(`jobs.store.store`, `runs`, `leases`, `posts`) share this base.
 """
 
 from __future__ import annotations
@@ -16,7 +17,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, Result, create_engine, event, func, text, update
+from sqlalchemy import (
+    Column,
+    CursorResult,
+    MetaData,
+    PrimaryKeyConstraint,
+    Result,
+    String,
+    Table,
+    create_engine,
+    event,
+    func,
+    inspect,
+    text,
+    update,
+)
 from sqlalchemy import cast as sql_cast
 from sqlalchemy.engine import URL, Connection, Engine, make_url
 from sqlalchemy.exc import (
@@ -34,7 +49,7 @@ from jobs import redaction, settings
 from jobs.errors import SettingError
 from jobs.extras import require
 from jobs.store.connections import Timeouts, create_server_engine
-from jobs.store.schema import Batch
+from jobs.store.schema import Base, Batch
 
 _MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _MIGRATION_LOCK = 0x5BE7C4  # PostgreSQL advisory lock key held while migrating
@@ -62,21 +77,19 @@ class Database:
     def migrate(self) -> None:
         """`alembic upgrade head`, idempotent; concurrent callers queue on a lock, then no-op.
         A database already at the head is read as such without Alembic, whose import is most
-        of a command's start (`is_at_head`)."""
+        of a command's start (`is_at_head`); a new one is built at the head without it
+        (`_create_at_head`)."""
         if self.is_at_head():
             self._migrated = True
             return
-        from alembic import command
-        from alembic.config import Config
-
-        config = Config()
-        config.set_main_option("script_location", str(_MIGRATIONS))
         for attempt in (1, 2):
             try:
                 with self._writer.begin() as connection:
                     _lock_for_migration(connection)
-                    config.attributes["connection"] = connection
-                    command.upgrade(config, "head")
+                    if _is_new(connection):
+                        _create_at_head(connection)
+                    else:
+                        _upgrade(connection)
                 break
             except (OperationalError, ProgrammingError, IntegrityError):
                 if attempt == 2:  # a lost "already exists" race succeeds on the retry
@@ -207,6 +220,36 @@ def head_revision() -> str:
     """The newest migration's revision: the versions form one chain, each file named after its
     revision (`0008_engine_stack_keys.py` is "0008"; a test holds this to Alembic's own head)."""
     return max(p.name.split("_", 1)[0] for p in (_MIGRATIONS / "versions").glob("[0-9]*_*.py"))
+
+
+def _is_new(connection: Connection) -> bool:
+    """Whether the database holds none of the store's tables and no recorded revision (other
+    tables, as in a shared PostgreSQL database, are not the store's business)."""
+    ours = {*Base.metadata.tables, "alembic_version"}
+    return not ours & set(inspect(connection).get_table_names())
+
+
+def _create_at_head(connection: Connection) -> None:
+    """Alembic's own recipe for a database built from scratch: the models' tables, then the head
+    stamped as its revision (tests/jobs/test_store.py holds the models to what the migrations
+    build). The version table is the one Alembic makes, key name included."""
+    Base.metadata.create_all(connection)
+    version = Table("alembic_version", MetaData(),
+                    Column("version_num", String(32), nullable=False),
+                    PrimaryKeyConstraint("version_num", name="alembic_version_pkc"))
+    version.create(connection)
+    connection.execute(version.insert().values(version_num=head_revision()))
+
+
+def _upgrade(connection: Connection) -> None:
+    """`alembic upgrade head` on `connection`, inside its transaction."""
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    config.attributes["connection"] = connection
+    command.upgrade(config, "head")
 
 
 def _lock_for_migration(connection: Connection) -> None:

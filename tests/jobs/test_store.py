@@ -103,7 +103,7 @@ def in_threads(count: int, work: Callable[[int], T]) -> list[T]:
     return [results[i] for i in range(count)]
 
 
-def test_migrations_run_from_empty_and_are_idempotent(url: str) -> None:
+def test_a_new_store_is_built_at_the_head_and_migrating_again_does_nothing(url: str) -> None:
     with Store(url) as store:
         store.migrate()
         store.migrate()
@@ -121,24 +121,114 @@ def test_migrations_run_from_empty_and_are_idempotent(url: str) -> None:
         engine.dispose()
 
 
-def test_a_store_at_the_head_starts_without_alembic(url: str) -> None:
-    """The head read from the versions' names is Alembic's own, and a database already there is
-    known to be so without importing Alembic (most of a command's start)."""
+def _schema(url: str) -> dict[str, Any]:
+    """Each table's columns (name, type, nullability), primary key, indexes, unique and foreign
+    keys, as the database itself reports them: what the store's queries rely on (the columns'
+    order apart: every query names its columns, and a migration adds its own at the end)."""
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            found = inspect(connection)
+            return {table: {
+                "columns": sorted((c["name"], str(c["type"]), c["nullable"])
+                                  for c in found.get_columns(table)),
+                "primary": found.get_pk_constraint(table)["constrained_columns"],
+                "indexes": sorted((i["name"], tuple(i["column_names"]), bool(i["unique"]))
+                                  for i in found.get_indexes(table)),
+                "unique": sorted(tuple(u["column_names"])
+                                 for u in found.get_unique_constraints(table)),
+                "foreign": sorted((tuple(f["constrained_columns"]), f["referred_table"])
+                                  for f in found.get_foreign_keys(table)),
+            } for table in sorted(found.get_table_names())}
+    finally:
+        engine.dispose()
+
+
+def _upgrade_with_alembic(url: str, revision: str = "head") -> None:
+    from alembic import command
+    from alembic.config import Config
+
+    from jobs.store.database import _MIGRATIONS
+
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url)
+    config = Config()
+    config.set_main_option("script_location", str(_MIGRATIONS))
+    try:
+        with engine.begin() as connection:
+            config.attributes["connection"] = connection
+            command.upgrade(config, revision)
+    finally:
+        engine.dispose()
+
+
+def test_the_migrations_from_empty_build_what_a_new_store_builds(
+    url: str, tmp_path: Path
+) -> None:
+    """A new database is built from the models and stamped at the head (`_create_at_head`); the
+    migrations, run from empty by Alembic, must build the same schema, or an upgraded store
+    would differ from a new one."""
+    _upgrade_with_alembic(url)
+    migrated = _schema(url)
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
+    finally:
+        engine.dispose()
+    if url.startswith("sqlite"):
+        fresh = f"sqlite:///{tmp_path / 'fresh' / 'specbench.db'}"
+    else:
+        fresh = _wiped(url)
+    with Store(fresh) as store:
+        store.migrate()
+    assert _schema(fresh) == migrated
+
+
+def _wiped(url: str) -> str:
+    engine = create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("DROP SCHEMA public CASCADE"))
+        connection.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+    return url
+
+
+def test_a_store_starts_without_alembic_on_a_new_database_and_at_the_head(url: str) -> None:
+    """The head read from the versions' names is Alembic's own; a database already there is
+    known to be so, and a new one is built there, without importing Alembic (most of a
+    command's start)."""
     from alembic.config import Config
     from alembic.script import ScriptDirectory
 
     config = Config()
     config.set_main_option("script_location", str(REPO / "jobs" / "store" / "migrations"))
     assert head_revision() == ScriptDirectory.from_config(config).get_current_head()
+    code = ("import sys; from jobs.store import Store; s = Store(sys.argv[1]); "
+            "print(s.is_at_head()); s.list_batches(); print(s.is_at_head()); "
+            "print(any(m.startswith('alembic') for m in sys.modules))")
+    for _ in ("new", "at the head"):
+        done = subprocess.run([sys.executable, "-c", code, url], cwd=REPO, capture_output=True,
+                              text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
+        assert done.stdout.split()[1:] == ["True", "False"], done.stderr
+    assert done.stdout.split()[0] == "True"
+
+
+def test_an_older_database_is_upgraded_by_the_migrations(url: str) -> None:
+    """A database at an older revision is not new: the store runs Alembic's migrations on it."""
+    _upgrade_with_alembic(url, "0010")
     with Store(url) as store:
-        assert not store.is_at_head()  # nothing there yet
+        assert not store.is_at_head()
         store.migrate()
         assert store.is_at_head()
-    code = ("import sys; from jobs.store import Store; s = Store(sys.argv[1]); s.list_batches(); "
-            "print(any(m.startswith('alembic') for m in sys.modules))")
-    done = subprocess.run([sys.executable, "-c", code, url], cwd=REPO, capture_output=True,
-                          text=True, timeout=60, env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert done.stdout.strip() == "False", done.stderr
+    engine = create_engine(url)
+    try:
+        with engine.connect() as connection:
+            assert MigrationContext.configure(connection).get_current_revision() == "0011"
+            assert compare_metadata(MigrationContext.configure(connection), Base.metadata) == []
+    finally:
+        engine.dispose()
 
 
 def test_concurrent_first_use_migrates_once(url: str) -> None:
