@@ -45,7 +45,7 @@ from jobs.core.verdicts import is_better
 from jobs.core.watch import SeriesKey, judged_keys, points_of
 from jobs.engines.stack_check import check_stack
 from jobs.errors import UserError
-from jobs.store import TERMINAL_STATES, Store
+from jobs.store import ACTIVE_STATES, TERMINAL_STATES, Store
 from jobs.store.experiments import part_key
 
 Execute = Callable[[str, EventSink], dict[str, Any]]  # a part's batch id and sink -> its report
@@ -82,7 +82,7 @@ def execute_bisect(row: BatchRow, *, store: Store, sink: EventSink, execute: Exe
     except UserError as exc:
         error = f"the bisection cannot run on {host}: {exc}"[:500]
         if store.set_state(row.id, "refused", host=host, error=error,
-                           only_from=("queued", "running")):  # not a batch cancelled meanwhile
+                           only_from=ACTIVE_STATES):  # not a batch cancelled meanwhile
             sink.emit(make_event("batch.finished", row.id, state="refused", report=None,
                                  error=error, host=host))
         return {}

@@ -29,7 +29,7 @@ from jobs.batches.dispatch_api import (
 from jobs.batches.execution import execute_batch
 from jobs.core.events import Event, LocalChannel, make_event
 from jobs.engines.base import worker_secrets
-from jobs.store import TERMINAL_STATES, BatchRow, Store
+from jobs.store import ACTIVE_STATES, TERMINAL_STATES, BatchRow, Store
 from jobs.store.patient import PatientStore
 
 # The shared names, where the chat surfaces have always found them.
@@ -78,7 +78,7 @@ class EmbeddedDispatcher(Dispatcher):
         self._thread = threading.Thread(target=self._work, name="specbench-worker", daemon=True)
         self._thread.start()
         retention.start_pruning(  # old server logs go, as on a distributed worker's start
-            lambda: [r.id for r in store.list_batches(states=("queued", "running"))], every=None)
+            lambda: [r.id for r in store.list_batches(states=ACTIVE_STATES)], every=None)
 
     def _before_submit(self) -> None:
         return None  # the worker is this process: nothing to reach first

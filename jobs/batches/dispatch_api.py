@@ -19,7 +19,7 @@ from jobs.core.estimates import Estimate, PastRun, estimate, last_end, to_past_r
 from jobs.core.events import Event, make_event
 from jobs.core.plans import BatchPlan
 from jobs.errors import UserError
-from jobs.store import TERMINAL_STATES, BatchRow, Store
+from jobs.store import ACTIVE_STATES, TERMINAL_STATES, BatchRow, Store
 
 HISTORY_BATCHES = 20  # a preset's finished batches its estimates are drawn from, newest
 
@@ -83,7 +83,7 @@ class Dispatcher(abc.ABC):
         return Submitted(row, True, position, live)
 
     def queues(self) -> dict[str, list[QueueEntry]]:
-        return queue_entries(self.store, self.store.list_batches(states=("queued", "running")))
+        return queue_entries(self.store, self.store.list_batches(states=ACTIVE_STATES))
 
     @abc.abstractmethod
     def position(self, row: BatchRow) -> int:

@@ -40,7 +40,7 @@ from jobs.engines.base import (
 )
 from jobs.errors import UserError
 from jobs.evidence.collectives import measure
-from jobs.store import RERUN_STATUSES, BatchRow, Store
+from jobs.store import ACTIVE_STATES, RERUN_STATUSES, BatchRow, Store
 
 
 def metric_of(plan: BatchPlan) -> Metric:
@@ -270,7 +270,7 @@ def _refuse(store: Store, sink: EventSink, batch_id: str, *, host: str, why: str
     started."""
     error = f"{what} on {host}: {why}"
     if not store.set_state(batch_id, "refused", host=host, error=error[:500],
-                           only_from=("queued", "running")):
+                           only_from=ACTIVE_STATES):
         return {}  # cancelled while queued: it stays so
     sink.emit(make_event("batch.finished", batch_id, state="refused", report=None,
                          error=error[:500], host=host))

@@ -38,9 +38,8 @@ from jobs.engines import orphans, procs
 from jobs.engines.base import RunContext, now_iso, to_run_record, to_stored
 from jobs.engines.pids import host
 from jobs.ops import owners
-from jobs.store import TERMINAL_STATES, BatchRow, Store
+from jobs.store import ACTIVE_STATES, TERMINAL_STATES, BatchRow, Store
 
-ACTIVE = ("queued", "running")
 EMBEDDED_LEASE_S = 366 * 24 * 3600.0  # longer than any batch: only its runner's death ends it
 CANCEL_WAIT_S = 10.0  # a live runner's time to stop a cancelled batch itself
 STOP_WAIT_S = 15.0  # an exiting process's time to stop its batches before it SIGKILLs
@@ -85,7 +84,7 @@ def settle(store: Store) -> list[Ended]:
     if settings.broker_url() is not None:
         return []  # a live worker takes a dead one's batch over (jobs.broker.worker)
     ended: list[Ended] = []
-    for row in store.list_batches(states=ACTIVE):
+    for row in store.list_batches(states=ACTIVE_STATES):
         why = dead_here(row.lease_owner)
         if why is None:
             continue
@@ -139,14 +138,14 @@ def stop_owned(
     procs.kill_live_groups()  # nothing outlives its owner, whatever its run is doing
     for batch_id in batch_ids:
         row = store.get_batch(batch_id)
-        if row is not None and row.state in ACTIVE:
+        if row is not None and row.state in ACTIVE_STATES:
             end_batch(store, row, state="cancelled", reason=reason)
         elif row is not None and row.state == "cancelled" and row.error is None:
             store.set_state(batch_id, "cancelled", error=reason[:500], only_from=("cancelled",))
 
 
 def end_batch(store: Store, row: BatchRow, *, state: str, reason: str,
-              only_from: Sequence[str] = ACTIVE) -> list[Ended]:
+              only_from: Sequence[str] = ACTIVE_STATES) -> list[Ended]:
     """End a batch from outside its run (see the module's docstring); what ended: the batch,
     and a sweep's confirmation still waiting on it. Nothing when it had already ended."""
     have = {r.approach for r in store.records(row.id)}
@@ -165,7 +164,7 @@ def end_batch(store: Store, row: BatchRow, *, state: str, reason: str,
     if not store.set_state(row.id, state, error=reason[:500], only_from=only_from):
         return []
     ended = [Ended(batch=row.id, state=state, reason=reason)]
-    for other in store.list_batches(states=ACTIVE):
+    for other in store.list_batches(states=ACTIVE_STATES):
         if other.plan.confirms == row.id:
             ended += end_batch(store, other, state=state,
                                reason=f"its sweep batch {row.id} ended: {reason}")

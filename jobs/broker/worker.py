@@ -42,7 +42,7 @@ from jobs.broker.streams import connect
 from jobs.engines import procs
 from jobs.errors import BrokerError, InfraError
 from jobs.ops import health, owners
-from jobs.store import Store
+from jobs.store import ACTIVE_STATES, Store
 from jobs.store.patient import PatientStore
 
 log = logging.getLogger(__name__)
@@ -141,7 +141,7 @@ def sweep(rt: Runtime, app: Any, *, startup: bool = False) -> list[str]:
     now = settings.utcnow()
     quiet = startup or time.monotonic() - rt.idle_since >= rt.ttl
     sent = []
-    for row in rt.store.list_batches(states=("queued", "running"), queue=rt.queue):
+    for row in rt.store.list_batches(states=ACTIVE_STATES, queue=rt.queue):
         held = row.lease_owner is not None and row.lease_expires_at and row.lease_expires_at > now
         if held and not is_dead_here(row.lease_owner):
             continue
@@ -251,7 +251,7 @@ def main(queue: str) -> int:
     threading.Thread(target=_keep_alive, args=(rt, app, stop), name="keep-alive",
                      daemon=True).start()
     retention.start_pruning(lambda: [r.id for r in rt.store.list_batches(
-        states=("queued", "running"))], stop=stop)  # old server logs: now and hourly
+        states=ACTIVE_STATES)], stop=stop)  # old server logs: now and hourly
     worker = app.Worker(
         hostname=f"specbench-{queue}@{rt.worker_id}", queues=[queue],
         pool="solo", concurrency=1, loglevel=os.environ.get("SPECBENCH_LOG_LEVEL", "INFO"),

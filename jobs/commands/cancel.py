@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from jobs.batches import runners
 from jobs.commands.context import Context
 from jobs.errors import UserError
-from jobs.store import TERMINAL_STATES, BatchRow
+from jobs.store import ACTIVE_STATES, TERMINAL_STATES, BatchRow
 
 
 @dataclass(frozen=True)
@@ -35,7 +35,7 @@ def cancel(ctx: Context, batch: str | None = None) -> Cancelled:
     if batch:
         row = ctx.batch(batch)
     else:
-        mine = [r for r in ctx.store.list_batches(states=("queued", "running"))
+        mine = [r for r in ctx.store.list_batches(states=ACTIVE_STATES)
                 if r.requested_by == ctx.caller.user]
         if not mine:
             raise UserError("you have no queued or running batch; name one: cancel BATCH")

@@ -13,7 +13,7 @@ from jobs import settings
 from jobs.batches import runners
 from jobs.batches.dispatch import QueueEntry, queue_entries
 from jobs.commands.context import Context
-from jobs.store import BatchRow
+from jobs.store import ACTIVE_STATES, BatchRow
 
 
 def status(ctx: Context) -> dict[str, Any]:
@@ -23,7 +23,7 @@ def status(ctx: Context) -> dict[str, Any]:
     store = ctx.store
     ended = [{"batch": e.batch, "state": e.state, "reason": e.reason}
              for e in runners.settle(store)]
-    active = store.list_batches(states=("queued", "running"))
+    active = store.list_batches(states=ACTIVE_STATES)
     # a sweep's confirmation runs inside its sweep batch: one experiment, shown on its line
     confirming = {r.plan.confirms: r for r in active if r.plan.confirms is not None}
     entries = queue_entries(store, [r for r in active if r.plan.confirms is None])

@@ -7,6 +7,7 @@ from jobs.core.plans import BatchRow
 from jobs.store.database import UnknownBatch
 from jobs.store.posts import SlackPosts
 from jobs.store.runs import RERUN_STATUSES
-from jobs.store.store import TERMINAL_STATES, Store
+from jobs.store.store import ACTIVE_STATES, TERMINAL_STATES, Store
 
-__all__ = ["RERUN_STATUSES", "TERMINAL_STATES", "BatchRow", "SlackPosts", "Store", "UnknownBatch"]
+__all__ = ["ACTIVE_STATES", "RERUN_STATUSES", "TERMINAL_STATES", "BatchRow", "SlackPosts", "Store",
+           "UnknownBatch"]

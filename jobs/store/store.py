@@ -30,6 +30,7 @@ from jobs.store.watches import Watches
 # engine contracts).
 BATCH_STATES = ("queued", "running", "done", "failed", "cancelled", "refused")
 TERMINAL_STATES = frozenset({"done", "failed", "cancelled", "refused"})
+ACTIVE_STATES = ("queued", "running")  # a batch still to run, or running: the rest are terminal
 
 
 class Store(Runs, Leases, Posts, Comparisons, DigestQueries, Histories, Watches):
@@ -126,7 +127,7 @@ class Store(Runs, Leases, Posts, Comparisons, DigestQueries, Histories, Watches)
         """Its runner takes the batch: `running` from queued (or running still, a resumed
         batch); False when it ended meanwhile (cancelled while queued): nothing may run then,
         and its state stays the one its canceller set."""
-        return self.set_state(batch_id, "running", host=host, only_from=("queued", "running"))
+        return self.set_state(batch_id, "running", host=host, only_from=ACTIVE_STATES)
 
     def request_cancel(self, batch_id: str) -> bool:
         """Flag the batch for cancelling; False when there is no such batch."""
