@@ -6,13 +6,18 @@ mode the dispatcher's `close` stops its servers before the process exits (docs/c
 batch ends"); a closed terminal (SIGHUP) or `timeout`/systemd (SIGTERM) end the same way as Ctrl-C.
 A later signal never raises (that could abandon the clean-up half way); it calls the `hurry`
 callbacks instead, which SIGKILL the servers at once rather than wait for a clean stop.
+
+A command that waits on its batch in a loop of its own (bot/cli/waiting.py) takes the first
+signal in that loop instead (`Trap.deferred`): raised, it could land between reading an event and
+acting on it, or inside a read of the store, and the command would end without its report.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from types import FrameType, TracebackType
 from typing import Any
 
@@ -28,6 +33,7 @@ class Trap:
         self.count = 0
         self._hurry: list[Callable[[], None]] = []
         self._previous: dict[int, Any] = {}
+        self._deferred = False
 
     def on_again(self, callback: Callable[[], None]) -> None:
         """Call `callback` on every signal after the first (it must only set a flag)."""
@@ -45,11 +51,23 @@ class Trap:
             signal.signal(signum, handler)
         self._previous.clear()
 
+    @contextmanager
+    def deferred(self) -> Iterator[None]:
+        """Within it the first signal raises nothing: it is counted and named, for a loop that
+        wakes at least every half second to read `count` and stop its batch itself."""
+        self._deferred = True
+        try:
+            yield
+        finally:
+            self._deferred = False
+
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.count += 1
         if self.count == 1:
             self.signal = signal.Signals(signum).name
-            raise KeyboardInterrupt(self.signal)
+            if not self._deferred:
+                raise KeyboardInterrupt(self.signal)
+            return
         for callback in self._hurry:
             callback()
 

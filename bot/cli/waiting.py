@@ -23,7 +23,9 @@ def run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace, *, trap: Any,
     never comes (Redis went away as it ended) still ends the wait, with the stored report.
     A stopping signal cancels the batch and waits up to STOP_WAIT_S for it to end (its report
     printed, exit 1); a second one, or a batch that does not stop, leaves the rest to
-    `interrupts.close_context`."""
+    `interrupts.close_context`. Once the batch is submitted the first signal is read by this
+    loop (`trap.deferred`), wherever it lands: between an event and its line, in a read of the
+    store, as the report is written."""
     import time
 
     from bot.cli.progress import ProgressBar
@@ -47,54 +49,51 @@ def run_and_wait(ctx: Any, plan: Any, args: argparse.Namespace, *, trap: Any,
     interrupted = False
     report: dict[str, Any] | None = None
     row: Any = None
-    try:
-        while True:
-            try:
-                event = subscription.get(timeout=min(0.5, max(deadline - time.monotonic(), 0)))
-            except KeyboardInterrupt:
-                if interrupted:
-                    raise
-                interrupted = True
-                bar.note(f"interrupted by {trap.signal or 'SIGINT'}: cancelling batch "
-                         f"{batch_id} and stopping its servers")
-                dispatcher.cancel(batch_id)
-                deadline = min(deadline, time.monotonic() + interrupts.STOP_WAIT_S)
-                continue
-            if interrupted and (trap.count > 1 or time.monotonic() >= deadline):
-                raise InfraError(f"{trap.reason}: batch {batch_id} did not stop in time; "
-                                 "killing its servers")
-            if event is not None and event.get("batch") == batch_id:
-                started = started or event["type"] != "batch.queued"
-                bar.on_event(event)
-                if is_end(event):
-                    report = event.get("report")
-                    break
-                continue
-            now = time.monotonic()
-            if watch.poll_due(now):
-                row = watch.saw(stored_row(dispatcher.store, batch_id), now)
-                started = started or (row is not None and row.state != "queued")
-            if watch.store_says_ended(now):
-                assert watch.row is not None
-                bar.note(f"batch {batch_id} ended {watch.row.state} (from the store: its end "
-                         "event did not come)")
-                report = watch.row.report
-                break
-            if now >= deadline:
-                if not started:
+    with trap.deferred():
+        try:
+            while True:
+                if trap.count and not interrupted:
+                    interrupted = True
+                    bar.note(f"interrupted by {trap.signal or 'SIGINT'}: cancelling batch "
+                             f"{batch_id} and stopping its servers")
                     dispatcher.cancel(batch_id)
-                    raise InfraError(
-                        f"no worker picked batch {batch_id} up within {args.timeout:g} s"
-                    )
-                raise InfraError(f"batch {batch_id} did not finish within {args.timeout:g} s")
-    finally:
-        subscription.close()
-        bar.close()
-    if report is None:
-        row = dispatcher.store.get_batch(batch_id)
-        if row is not None and row.state == "refused":  # the worker's preflight: bad input
-            raise UserError(f"batch {batch_id} refused: {row.error}")
-        raise InfraError(f"batch {batch_id} ended {row.state if row else 'unknown'} "
-                         f"without a report: {row.error if row else ''}")
-    sys.stdout.write(render_report(report, args.format))
-    return 1 if interrupted else 0
+                    deadline = min(deadline, time.monotonic() + interrupts.STOP_WAIT_S)
+                event = subscription.get(timeout=min(0.5, max(deadline - time.monotonic(), 0)))
+                if interrupted and (trap.count > 1 or time.monotonic() >= deadline):
+                    raise InfraError(f"{trap.reason}: batch {batch_id} did not stop in time; "
+                                     "killing its servers")
+                if event is not None and event.get("batch") == batch_id:
+                    started = started or event["type"] != "batch.queued"
+                    bar.on_event(event)
+                    if is_end(event):
+                        report = event.get("report")
+                        break
+                    continue
+                now = time.monotonic()
+                if watch.poll_due(now):
+                    row = watch.saw(stored_row(dispatcher.store, batch_id), now)
+                    started = started or (row is not None and row.state != "queued")
+                if watch.store_says_ended(now):
+                    assert watch.row is not None
+                    bar.note(f"batch {batch_id} ended {watch.row.state} (from the store: its end "
+                             "event did not come)")
+                    report = watch.row.report
+                    break
+                if now >= deadline:
+                    if not started:
+                        dispatcher.cancel(batch_id)
+                        raise InfraError(
+                            f"no worker picked batch {batch_id} up within {args.timeout:g} s"
+                        )
+                    raise InfraError(f"batch {batch_id} did not finish within {args.timeout:g} s")
+        finally:
+            subscription.close()
+            bar.close()
+        if report is None:
+            row = dispatcher.store.get_batch(batch_id)
+            if row is not None and row.state == "refused":  # the worker's preflight: bad input
+                raise UserError(f"batch {batch_id} refused: {row.error}")
+            raise InfraError(f"batch {batch_id} ended {row.state if row else 'unknown'} "
+                             f"without a report: {row.error if row else ''}")
+        sys.stdout.write(render_report(report, args.format))
+        return 1 if interrupted or trap.count else 0

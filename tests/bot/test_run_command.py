@@ -16,6 +16,7 @@ import yaml
 
 from jobs.engines.procs import group_members
 from jobs.store import Store
+from tests.builders import specbench_here
 from tests.conftest import REPO
 from tests.standin.harness import SERVER_ARGS, STANDIN, TINY_BENCH
 
@@ -102,6 +103,42 @@ def test_ctrl_c_stops_the_server_group_and_stores_the_batch_cancelled(env):
     assert [json.loads(x)["approach"] for x in shown.stdout.splitlines()] == [
         "baseline", "faster", "slow-bench",
     ]
+
+
+@pytest.mark.timeout(240)
+def test_a_signal_that_lands_in_a_read_of_the_store_still_cancels_and_reports(
+    env: dict[str, str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first SIGINT is the wait loop's wherever it lands, not only in its wait for an event:
+    here inside its read of the store, once the hung approach is the one running. It ended the
+    command with "interrupted" and no report (seen once on a loaded machine, the signal landing
+    between two events); the batch is cancelled, its report printed, exit 1. In this process
+    (`specbench_here`), so that the signal is sent from inside that read."""
+    from bot.thread import end_watch
+
+    read = end_watch.stored_row
+    sent: list[str] = []
+
+    def stored_row(store: Store, batch_id: str) -> object:
+        row = read(store, batch_id)
+        if not sent and len(store.records(batch_id)) == 2:  # baseline and faster: slow-bench runs
+            sent.append(batch_id)
+            os.kill(os.getpid(), signal.SIGINT)
+        return row
+
+    monkeypatch.setattr(end_watch, "stored_row", stored_row)
+    done = specbench_here(capsys, "run", "standin-run", "--format", "json", env=env,
+                          drop=("STANDIN_", "SPECBENCH_"), cwd=REPO)
+    assert sent, done.stderr
+    assert done.returncode == 1, done.stderr
+    assert "interrupted by SIGINT: cancelling batch" in done.stderr
+    report = json.loads(done.stdout)
+    assert report["state"] == "cancelled"
+    assert {r["approach"]: r["verdict"] for r in report["results"]} == {
+        "faster": "improved", "slow-bench": "cancelled",
+    }
+    assert [r.status for r in _store(env).records(sent[0])] == ["ok", "ok", "cancelled"]
+    assert _tagged(env["STANDIN_TAG"]) == []
 
 
 @pytest.mark.timeout(180)
