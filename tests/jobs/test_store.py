@@ -44,13 +44,17 @@ def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """An empty database: a new SQLite file in a folder yet to be made, or a wiped PG schema."""
     if request.param == "sqlite":
         return f"sqlite:///{tmp_path / 'data' / 'specbench.db'}"
-    pg: str = request.getfixturevalue("postgres_url")
-    engine = create_engine(pg)
+    return _wiped(request.getfixturevalue("postgres_url"))
+
+
+def _wiped(url: str) -> str:
+    """`url`'s PostgreSQL database with its public schema dropped and made again: empty."""
+    engine = create_engine(url)
     with engine.begin() as connection:
         connection.execute(text("DROP SCHEMA public CASCADE"))
         connection.execute(text("CREATE SCHEMA public"))
     engine.dispose()
-    return pg
+    return url
 
 
 @pytest.fixture
@@ -184,15 +188,6 @@ def test_the_migrations_from_empty_build_what_a_new_store_builds(
     with Store(fresh) as store:
         store.migrate()
     assert _schema(fresh) == migrated
-
-
-def _wiped(url: str) -> str:
-    engine = create_engine(url)
-    with engine.begin() as connection:
-        connection.execute(text("DROP SCHEMA public CASCADE"))
-        connection.execute(text("CREATE SCHEMA public"))
-    engine.dispose()
-    return url
 
 
 def test_a_store_starts_without_alembic_on_a_new_database_and_at_the_head(url: str) -> None:
