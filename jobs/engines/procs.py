@@ -16,6 +16,7 @@ import collections
 import errno
 import logging
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -52,11 +53,44 @@ def kill_live_groups() -> list[int]:
     return [group.pgid for group in groups]
 
 
+_EPHEMERAL = Path("/proc/sys/net/ipv4/ip_local_port_range")
+_LOWEST_PORT = 10_000  # below: the well-known and registered services' (PostgreSQL, Redis...)
+
+
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on now."""
+    """A TCP port on 127.0.0.1 that nothing listens on now, for a server that binds it later.
+
+    It is picked below the kernel's ephemeral range when that leaves room: the kernel hands the
+    ports of that range to any process that binds port 0 or opens a connection, and a server
+    binds its port seconds after it is picked (one picked by the kernel was taken so on a busy
+    machine, and the server could not start). Otherwise, the kernel's own choice."""
+    floor = _ephemeral_floor()
+    if floor - _LOWEST_PORT >= 1_000:
+        pick = random.SystemRandom()
+        for _ in range(64):
+            port = pick.randrange(_LOWEST_PORT, floor)
+            if _bindable(port):
+                return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def _ephemeral_floor() -> int:
+    """The lowest port of the kernel's ephemeral range (Linux's default: 32768); 0 unknown."""
+    try:
+        return int(_EPHEMERAL.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def is_port_free(port: int) -> bool:

@@ -21,7 +21,6 @@ import json
 import os
 import re
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -36,6 +35,7 @@ from jobs import redaction
 from jobs.core.plans import reference_values, resolve_env
 from jobs.core.units import human_size
 from jobs.engines import orphans
+from jobs.engines.procs import free_port
 from jobs.errors import InfraError
 from jobs.evidence.probe_input import ProbeRequest, to_request
 
@@ -108,7 +108,7 @@ class _Ranks:
         self._reader: threading.Thread | None = None
         self._stopped = False
         self._entry: Path | None = None
-        port = _free_port()
+        port = free_port()
         argv = [python, str(WORKER), "--backend", str(request.backend),
                 "--sizes", ",".join(map(str, request.sizes)), "--iters", str(request.iters),
                 "--warmup", str(request.warmup),
@@ -244,12 +244,6 @@ def _attempt(request: ProbeRequest, *, python: str,
     finally:
         ranks.stop()
         ranks.close()
-
-
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _last_line(handle: IO[bytes], *, secrets: Sequence[str], limit: int = 300) -> str:

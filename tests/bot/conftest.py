@@ -12,7 +12,6 @@ import hashlib
 import hmac
 import json
 import os
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +30,7 @@ from jobs.batches.dispatch import EmbeddedDispatcher
 from jobs.core.plans import BatchPlan, RunConfig
 from jobs.core.records import RunRecord
 from jobs.engines.base import RunContext, now_iso, to_run_record
+from jobs.engines.procs import free_port as free_port  # the tests' ports: the product's pick
 from jobs.store import Store
 from tests.builders import loopback_client
 from tests.standin.slack_api import SlackStandin
@@ -133,12 +133,6 @@ def dispatcher(slack_env: None) -> Iterator[EmbeddedDispatcher]:
     d = EmbeddedDispatcher(Store(), engine_factory=lambda name: FakeEngine())
     yield d
     d.close()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import socket
 import subprocess
 import sys
 import time
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 
 from jobs.core.plans import BatchPlan, RunConfig
+from jobs.engines.procs import free_port as free_port  # the tests' ports: the product's pick
 from tests.standin.harness import STANDIN, Standin
 
 MODEL = "/models/tiny-llama"
@@ -82,13 +82,6 @@ class VllmStandin(Standin):
             [str(self.python), "-m", "vllm.entrypoints.cli.main", "serve", *args, "--host",
              "127.0.0.1", "--port", str(port)], stdout=out, stderr=subprocess.STDOUT,
             env=env or self.env(), start_new_session=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_health(port: int, timeout: float = 60.0) -> bool:
