@@ -69,7 +69,7 @@ def free_port() -> int:
         pick = random.SystemRandom()
         for _ in range(64):
             port = pick.randrange(_LOWEST_PORT, floor)
-            if _bindable(port):
+            if is_port_free(port):
                 return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -82,15 +82,6 @@ def _ephemeral_floor() -> int:
         return int(_EPHEMERAL.read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return 0
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
 
 
 def is_port_free(port: int) -> bool:
