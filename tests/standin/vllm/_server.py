@@ -10,7 +10,9 @@ each request's own is STANDIN_ACCEPT_LENGTH (default 2.6), or its task category'
 (`standin_traffic`), within +-15 %, from its prompt; a speculative server decodes at its
 category's gain.
 Tokens stream at STANDIN_THROUGHPUT (default 82) tokens/s per request, the first after
-STANDIN_TTFT_MS (default: one token's time), so that bench serve's output_throughput is about
+STANDIN_TTFT_MS (default: one token's time), each due at its own time from the first (as a GPU's
+steps are: a stand-in thread that wakes late on a busy host sends that token late, and the next
+one on time), so that bench serve's output_throughput is about
 STANDIN_THROUGHPUT times the concurrency at one request; with more requests in flight each
 token and the first one take longer, and a speculative server's advantage fades, as `_load`
 models it (STANDIN_FATAL_AT_RUNNING: the engine's fatal error with that many in flight; a
@@ -304,9 +306,11 @@ class Handler(RequestHandler):
         self.end_headers()
         head = self._head(body)
         _load.first_token(STATE.running_now, ttft_s())
+        due = time.monotonic()
         for i in range(n):
-            if i:
-                time.sleep(token_s(STATE.running_now(), text))
+            if i:  # each token on its own schedule: a late wake-up delays one token, not the rest
+                due += token_s(STATE.running_now(), text)
+                time.sleep(max(0.0, due - time.monotonic()))
             STATE.hold(request, prompt_tokens + i + 1)
             finish = "length" if i == n - 1 else None
             self._event({**head, "choices": [self._choice(" token", finish)], "usage": None})
