@@ -141,14 +141,19 @@ class RuleSet:
         return None
 
     def fatal_match(self, line: str, previous: Sequence[str] = ()) -> Match | None:
-        """The first fatal rule matching one new server log line (`previous`: lines before it)."""
-        recent = [*previous[-_CODE_LOOKBACK:], line]
-        if not line.strip() or self.is_ignored(line) or len(recent) - 1 in _traceback_code(recent):
+        """The first fatal rule matching one new server log line (`previous`: lines before it).
+
+        Called for every line a server logs: the traceback test (a quoted source line is no
+        cause) is made only for a line a rule matches, the rare one (half a line's cost)."""
+        if not line.strip() or self.is_ignored(line):
             return None
-        for rule in self.rules:
-            if rule.fatal and rule.is_match(line, previous):
-                return Match(tag=rule.tag, line=line.strip(), rule=rule)
-        return None
+        rule = next((r for r in self.rules if r.fatal and r.is_match(line, previous)), None)
+        if rule is None:
+            return None
+        recent = [*previous[-_CODE_LOOKBACK:], line]
+        if len(recent) - 1 in _traceback_code(recent):
+            return None
+        return Match(tag=rule.tag, line=line.strip(), rule=rule)
 
     def fallback_match(self, line: str) -> Match | None:
         """The first fallback rule matching one server log line."""
