@@ -19,8 +19,9 @@ uv_bin() {
     mkdir -p "$VENV/.uv/bin" && ln -sf "../lib/bin/uv" "$VENV/.uv/bin/uv" && echo "$VENV/.uv/bin/uv"
 }
 
+PIP_CONFIG=""  # `pip config list`, read once below (a third of a second each time)
 pip_option() {  # the values pip is configured with for one option, space-separated
-    "$PYTHON" -m pip config list 2>/dev/null | sed -n "s/^[a-z:]*\.$1='\(.*\)'\$/\1/p" | tr '\n' ' '
+    printf '%s\n' "$PIP_CONFIG" | sed -n "s/^[a-z:]*\.$1='\(.*\)'\$/\1/p" | tr '\n' ' '
 }
 
 UV=""
@@ -37,6 +38,7 @@ else
 fi
 if [ -n "$UV" ]; then
     args=(--python "$PY" --index-strategy unsafe-best-match -q)
+    PIP_CONFIG=$("$PYTHON" -m pip config list 2>/dev/null || true)
     for link in ${PIP_FIND_LINKS:-} $(pip_option find-links); do args+=(--find-links "$link"); done
     for index in $(pip_option extra-index-url); do args+=(--extra-index-url "$index"); done
     for file in $(pip_option constraint); do [ -f "$file" ] && args+=(--constraint "$file"); done
