@@ -45,7 +45,7 @@ from jobs.core.verdicts import is_better
 from jobs.core.watch import SeriesKey, judged_keys, points_of
 from jobs.engines.stack_check import check_stack
 from jobs.errors import UserError
-from jobs.store import ACTIVE_STATES, TERMINAL_STATES, Store
+from jobs.store import TERMINAL_STATES, Store
 from jobs.store.experiments import part_key
 
 Execute = Callable[[str, EventSink], dict[str, Any]]  # a part's batch id and sink -> its report
@@ -81,8 +81,7 @@ def execute_bisect(row: BatchRow, *, store: Store, sink: EventSink, execute: Exe
             fingerprints, names = candidates(plan, good=asked["from"], bad=asked["to"])
     except UserError as exc:
         error = f"the bisection cannot run on {host}: {exc}"[:500]
-        if store.set_state(row.id, "refused", host=host, error=error,
-                           only_from=ACTIVE_STATES):  # not a batch cancelled meanwhile
+        if store.end(row.id, "refused", host=host, error=error):  # not one cancelled meanwhile
             sink.emit(make_event("batch.finished", row.id, state="refused", report=None,
                                  error=error, host=host))
         return {}
@@ -240,8 +239,8 @@ def _finish(row: BatchRow, *, store: Store, sink: EventSink, found: dict[str, An
     state = "cancelled" if cancelled else "done"
     report = {"batch": row.id, "preset": row.preset, "engine": row.engine,
               "metric": row.plan.metric, "bisect": found, "state": state}
-    store.save_report(row.id, report)
-    store.set_state(row.id, state)
+    if not store.end(row.id, state, report=report):
+        return {}  # ended meanwhile by its canceller or a recovery: said once, by them
     kind = "batch.cancelled" if cancelled else "batch.finished"
     sink.emit(make_event(kind, row.id, state=state, report=report))
     return report

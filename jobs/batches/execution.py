@@ -40,7 +40,7 @@ from jobs.engines.base import (
 )
 from jobs.errors import UserError
 from jobs.evidence.collectives import measure
-from jobs.store import ACTIVE_STATES, RERUN_STATUSES, BatchRow, Store
+from jobs.store import RERUN_STATUSES, BatchRow, Store
 
 
 def metric_of(plan: BatchPlan) -> Metric:
@@ -257,8 +257,8 @@ def _execute(row: BatchRow, *, store: Store, sink: EventSink,
                     sink=sweeping.ConfirmationRelay(sink, sweep_batch=batch_id)))
     state = "cancelled" if cancel.requested else "done"
     report["state"] = state
-    store.save_report(batch_id, report)
-    store.set_state(batch_id, state)
+    if not store.end(batch_id, state, report=report):
+        return {}  # ended meanwhile by its canceller or a recovery: said once, by them
     kind = "batch.cancelled" if state == "cancelled" else "batch.finished"
     sink.emit(make_event(kind, batch_id, state=state, report=report))
     return report
@@ -269,8 +269,7 @@ def _refuse(store: Store, sink: EventSink, batch_id: str, *, host: str, why: str
     """End a batch whose baseline (or stack) this host cannot start: state `refused`, nothing
     started."""
     error = f"{what} on {host}: {why}"
-    if not store.set_state(batch_id, "refused", host=host, error=error[:500],
-                           only_from=ACTIVE_STATES):
+    if not store.end(batch_id, "refused", host=host, error=error[:500]):
         return {}  # cancelled while queued: it stays so
     sink.emit(make_event("batch.finished", batch_id, state="refused", report=None,
                          error=error[:500], host=host))

@@ -92,14 +92,14 @@ def probe_report(row: BatchRow, *, host: str | None) -> dict[str, Any]:
 def _end(store: Store, sink: EventSink, batch_id: str, report: dict[str, Any], *, state: str,
          error: str | None = None) -> dict[str, Any]:
     report = {**report, "state": state, **({} if error is None else {"error": error})}
+    if not store.end(batch_id, state, report=report, host=report["host"],
+                     error=None if error is None else error[:500]):
+        return {}  # ended meanwhile (cancelled while queued): its ender's report and messages
     if report["probe"] is not None or state != "refused":  # its progress row ends too
         sink.emit(make_event(
             "approach.finished", batch_id, approach=PROBE, index=1, of=1,
             status="ok" if state == "done" else state, verdict=None, delta_pct=None, cause=None,
             why=error or "", metric="busbw_gbps", value=peak_busbw(report["probe"] or {})))
-    store.save_report(batch_id, report)
-    store.set_state(batch_id, state, host=report["host"],
-                    error=None if error is None else error[:500])
     kind = "batch.cancelled" if state == "cancelled" else "batch.finished"
     sink.emit(make_event(kind, batch_id, state=state, report=report,
                          **({} if error is None else {"error": error[:500]})))

@@ -160,9 +160,8 @@ def end_batch(store: Store, row: BatchRow, *, state: str, reason: str,
     report.update(state=state, ended=reason)
     if row.plan.confirms is not None:
         report["confirms"] = row.plan.confirms
-    store.save_report(row.id, report)
-    if not store.set_state(row.id, state, error=reason[:500], only_from=only_from):
-        return []
+    if not store.end(row.id, state, report=report, error=reason[:500], only_from=only_from):
+        return []  # it ended meanwhile: its state and report stand
     ended = [Ended(batch=row.id, state=state, reason=reason)]
     for other in store.list_batches(states=ACTIVE_STATES):
         if other.plan.confirms == row.id:

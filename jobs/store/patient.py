@@ -21,7 +21,7 @@ from jobs.core.plans import BatchPlan
 from jobs.core.records import RunRecord
 from jobs.store.outage import describe, is_outage, log, wait_out
 from jobs.store.schema import BatchRow
-from jobs.store.store import Store
+from jobs.store.store import ACTIVE_STATES, Store
 
 T = TypeVar("T")
 CANCEL_WAIT_S = 1.0  # the longest a cancel check holds its caller
@@ -61,6 +61,14 @@ class PatientStore(Store):
     ) -> bool:
         return self._patiently("set_state", lambda: Store.set_state(
             self, batch_id, state, error=error, host=host, only_from=only_from))
+
+    def end(
+        self, batch_id: str, state: str, *, report: dict[str, Any] | None = None,
+        error: str | None = None, host: str | None = None,
+        only_from: Sequence[str] = ACTIVE_STATES,
+    ) -> bool:
+        return self._patiently("end", lambda: Store.end(
+            self, batch_id, state, report=report, error=error, host=host, only_from=only_from))
 
     def create_batch(
         self, *, batch_id: str, preset: str, engine: str, queue: str, requested_by: str,

@@ -123,6 +123,39 @@ class Store(Runs, Leases, Posts, Comparisons, DigestQueries, Histories, Watches)
                 raise UnknownBatch(batch_id)
             return False
 
+    def end(
+        self, batch_id: str, state: str, *, report: dict[str, Any] | None = None,
+        error: str | None = None, host: str | None = None,
+        only_from: Sequence[str] = ACTIVE_STATES,
+    ) -> bool:
+        """End a batch: terminal `state` with its report (and the digest's judged columns,
+        `write_verdicts`) in one transaction, only from `only_from`. False, nothing written, when
+        it was elsewhere: ended meanwhile by another (a cancel, a recovery), whose state, report
+        and messages stand (docs/contracts.md "Every batch ends": once). A call repeated after a
+        commit whose answer was lost (jobs.store.patient) finds its own ending: True again.
+        Raises UnknownBatch."""
+        if state not in TERMINAL_STATES:
+            raise ValueError(f"not a terminal batch state: {state!r}")
+        text = None if report is None else json.dumps(report)
+        values: dict[str, Any] = {"state": state, "finished_at": now()}
+        if text is not None:
+            values["report"] = text
+        if error is not None:
+            values["error"] = error
+        if host is not None:
+            values["host"] = host
+        mine = Batch.report.is_(None) if text is None else Batch.report == text
+        query = update(Batch).where(Batch.id == batch_id).where(or_(
+            Batch.state.in_(list(only_from)), and_(Batch.state == state, mine))).values(values)
+        with self._write() as session:
+            if rowcount(session.execute(query, execution_options=NO_SYNC)) != 1:
+                if session.get(Batch, batch_id) is None:
+                    raise UnknownBatch(batch_id)
+                return False
+            if report is not None:
+                write_verdicts(session, batch_id=batch_id, report=report)
+            return True
+
     def start(self, batch_id: str, *, host: str) -> bool:
         """Its runner takes the batch: `running` from queued (or running still, a resumed
         batch); False when it ended meanwhile (cancelled while queued): nothing may run then,
