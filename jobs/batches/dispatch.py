@@ -153,9 +153,9 @@ class EmbeddedDispatcher(Dispatcher):
             except Exception as exc:  # noqa: BLE001 - a batch's bug must not kill the worker
                 log.exception("batch %s failed", batch_id)
                 error = redaction.redact(str(exc), secrets=worker_secrets())[:500]
-                store.set_state(batch_id, "failed", error=error)
-                self.channel.emit(make_event("batch.finished", batch_id, state="failed",
-                                             report=None, error=error))
+                if store.end(batch_id, "failed", error=error):  # not one ended meanwhile
+                    self.channel.emit(make_event("batch.finished", batch_id, state="failed",
+                                                 report=None, error=error))
             finally:
                 with self._lock:
                     if batch_id in self._pending:

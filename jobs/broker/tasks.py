@@ -161,10 +161,12 @@ def _take_lease(rt: Runtime, row: BatchRow, owner: str) -> bool:
 
 def _record_failure(rt: Runtime, batch_id: str, exc: Exception) -> str:
     """End the batch failed; the store waits out a database blip (PatientStore). If it is
-    still away, the lease lapses and a worker's recovery sweep resumes the batch later."""
+    still away, the lease lapses and a worker's recovery sweep resumes the batch later. One
+    that ended meanwhile (a cancel that ended it here) keeps that ending: "ended"."""
     error = redaction.redact(str(exc), secrets=redaction.secret_values(os.environ))[:500]
     try:
-        rt.store.set_state(batch_id, "failed", error=error)
+        if not rt.store.end(batch_id, "failed", error=error):
+            return "ended"
     except Exception:  # noqa: BLE001 - the handler of a failure must not fail itself
         log.exception("could not record batch %s as failed; it resumes later", batch_id)
         return "unrecorded"

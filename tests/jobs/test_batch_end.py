@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from jobs.batches.dispatch_api import request_cancel
 from jobs.batches.planning import submit
 from jobs.batches.probing import execute_probe, probe_plan
 from jobs.batches.runners import end_batch
+from jobs.broker.tasks import _record_failure
 from jobs.evidence.probe_input import asked
 from jobs.store import BatchRow, Store, UnknownBatch
 
@@ -82,3 +84,19 @@ def test_a_batch_ended_meanwhile_keeps_its_report_when_ended_again_from_outside(
     assert end_batch(store, stale, state="cancelled", reason="its runner is gone") == []
     found = store.get_batch(stale.id)
     assert found is not None and (found.state, found.report) == ("done", report)
+
+
+def test_a_worker_whose_batch_raised_after_its_cancel_keeps_the_cancel(store: Store) -> None:
+    """The batch raised in a worker after a cancel had ended it: not failed, not posted again."""
+    row = _queued(store)
+    assert request_cancel(store, row.id).state == "cancelled"
+    sink = Sink()
+    runtime = SimpleNamespace(store=store, sink=sink)
+    assert _record_failure(runtime, row.id, RuntimeError("boom")) == "ended"  # type: ignore[arg-type]
+    found = store.get_batch(row.id)
+    assert found is not None and found.state == "cancelled" and sink.sent == []
+    other = _queued(store)
+    assert _record_failure(runtime, other.id, RuntimeError("boom")) == "failed"  # type: ignore[arg-type]
+    ended = store.get_batch(other.id)
+    assert ended is not None and (ended.state, ended.error) == ("failed", "boom")
+    assert [(e["type"], e["batch"]) for e in sink.sent] == [("batch.finished", other.id)]
