@@ -129,7 +129,7 @@ def request_cancel(store: Store, batch_id: str) -> BatchRow:
     if row.state in TERMINAL_STATES:
         return row
     store.request_cancel(batch_id)
-    store.set_state(batch_id, "cancelled", only_from=["queued"])
+    store.end(batch_id, "cancelled", only_from=("queued",))
     return store.get_batch(batch_id) or row
 
 

@@ -4,9 +4,10 @@ A worker (embedded or Celery) that loses its database mid-batch must not fail th
 call `execute_batch` makes (and the sweep's, and the memory's) is tried again through an outage
 for up to `jobs.store.outage.patience_s()` (15 minutes by default), with the outage rule's
 pauses, and the batch goes on where it was once the database answers. Every write it retries is
-idempotent (an upsert, a state set, a keyed insert), so a commit whose answer was lost is
-harmless when repeated. The cancel check never holds the batch's polling loop for long: it asks
-in the background and, until the database answers, says what it said last.
+idempotent (an upsert, a state set, a keyed insert, a batch's end, which finds itself:
+`Store.end`), so a commit whose answer was lost is harmless when repeated. The cancel check
+never holds the batch's polling loop for long: it asks in the background and, until the database
+answers, says what it said last.
 """
 
 from __future__ import annotations
@@ -51,9 +52,6 @@ class PatientStore(Store):
 
     def put_records(self, records: Sequence[tuple[int, RunRecord]], *, stack: str = "") -> None:
         self._patiently("put_records", lambda: Store.put_records(self, records, stack=stack))
-
-    def save_report(self, batch_id: str, report: dict[str, Any]) -> None:
-        self._patiently("save_report", lambda: Store.save_report(self, batch_id, report))
 
     def set_state(
         self, batch_id: str, state: str, *, error: str | None = None, host: str | None = None,

@@ -101,8 +101,8 @@ class Runs(Database):
 
 
 def write_verdicts(session: Any, *, batch_id: str, report: dict[str, Any]) -> None:
-    """`Runs.put_verdicts` inside the caller's transaction (`Store.save_report` writes the
-    report and its verdicts in one)."""
+    """`Runs.put_verdicts` inside the caller's transaction (`Store.end` and `Store.save_report`
+    write the report and its verdicts in one)."""
     points: frozenset[str] = frozenset()
     if report.get("sweep"):
         plan = session.scalar(select(Batch.plan).where(Batch.id == batch_id))
