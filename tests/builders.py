@@ -6,12 +6,14 @@ the test kills mid-batch (kill -9, its servers left running) and restarts, every
 connection closed however the test ends. `specbench_here`: `specbench ARGS` in the test's own
 process, for what needs no process of its own (a refusal, a `show`): a process start costs
 0.3-1 s of CPU in imports, and the suite is CPU-bound. `loopback_client`: an HTTP client for a
-server on 127.0.0.1, with one TLS context for the process instead of one per client.
+server on 127.0.0.1, with one TLS context for the process instead of one per client. `needs`:
+skip where an optional package is missing, without importing it.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import ssl
 import subprocess
@@ -145,6 +147,16 @@ def killed_worker(site: Site, queue: str) -> Iterator[KilledWorker]:
         if run.sub is not None:
             run.sub.close()
         d.close()
+
+
+def needs(*packages: str) -> pytest.MarkDecorator:
+    """A skip mark for a test (or, as `pytestmark`, a module) that needs `packages` installed,
+    which finds them without importing them: `pytest.importorskip` imports, and every pytest
+    worker collects every module, so a module-level `importorskip("optuna")` cost each worker
+    0.3 s of CPU and a test's `importorskip("transformers")` 3 s in a worker that only runs
+    the package in a subprocess."""
+    missing = [name for name in packages if importlib.util.find_spec(name) is None]
+    return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)} installed")
 
 
 def specbench_here(capsys: pytest.CaptureFixture[str], *argv: str,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -14,6 +15,7 @@ from tests.file_order import (  # noqa: F401  (hooks: the longest test files go 
     pytest_addoption,
     pytest_collection_modifyitems,
     pytest_configure,
+    pytest_xdist_make_scheduler,
 )
 
 REPO = Path(__file__).resolve().parents[1]
@@ -86,6 +88,16 @@ def make_plan(**fields: Any) -> BatchPlan:
     }
     values.update(fields)
     return BatchPlan(**values)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection built (every module, 2,040 items) stays to the end: frozen, the cycle
+    collector's full passes no longer walk it, and it runs a young pass per 20,000 allocations
+    instead of 700. In a pytest worker its passes took 1.2-2.3 s of CPU, a tenth of the worker's
+    own; 0.5-0.9 s with this (measured over tests/jobs, six workers)."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(20_000, 20, 50)
 
 
 @pytest.fixture(autouse=True)

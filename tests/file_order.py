@@ -6,6 +6,11 @@ long end-to-end test (the demo pair, the outage tests) last, and the suite then 
 alone. `tests/durations.json` holds each file's seconds from a real run; `make durations`
 writes it anew. A file it does not know yet is placed as a file of median length. A stale
 entry only costs speed: every test still runs.
+
+`ROOMS` names files that import torch in the pytest process (the local engine's model, the
+adaptive search's Gaussian process): xdist hands each room to one worker as if it were one file,
+so that one worker pays torch's import (1 s of CPU) and transformers' (2 s) instead of each
+worker that draws one of them. A room is placed by its files' seconds together.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import json
 import statistics
 from collections import defaultdict
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,8 +32,27 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                           "the files longest first")
 
 
+ROOMS: dict[str, tuple[str, ...]] = {
+    "torch": (
+        "tests/jobs/engines/test_local.py",
+        "tests/jobs/engines/test_local_levels.py",
+        "tests/jobs/test_search.py",
+        "tests/jobs/test_search_slo.py",
+        "tests/jobs/test_sweep_batches.py",
+        "tests/jobs/test_bounds.py",
+    ),
+}
+_ROOM_OF = {file: room for room, files in ROOMS.items() for file in files}
+
+
 def _file_of(nodeid: str) -> str:
     return nodeid.split("::", 1)[0]
+
+
+def scope_of(nodeid: str) -> str:
+    """What one xdist worker runs together: the test's file, or the room the file is in."""
+    file = _file_of(nodeid)
+    return _ROOM_OF.get(file, file)
 
 
 def known_seconds() -> dict[str, float]:
@@ -44,8 +69,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     if not seconds:
         return
     unknown = statistics.median(seconds.values())
-    # A stable sort keeps each file's tests together and in their own order.
-    items.sort(key=lambda item: -seconds.get(_file_of(item.nodeid), unknown))
+    scopes: defaultdict[str, float] = defaultdict(float)
+    for file in {_file_of(item.nodeid) for item in items}:
+        scopes[scope_of(file)] += seconds.get(file, unknown)
+    # A stable sort keeps each scope's tests together and in their own order.
+    items.sort(key=lambda item: -scopes[scope_of(item.nodeid)])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadfile` with the rooms: each room goes to one worker whole, like a file."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class _RoomScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return _RoomScheduling(config, log)
 
 
 class _Recorder:

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.builders import specbench_here, standin_preset
+from tests.builders import needs, specbench_here, standin_preset
 from tests.conftest import REPO
 from tests.standin.harness import Standin, make_standin
 
@@ -110,13 +110,13 @@ def standin(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Standin
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
+@needs("torch")
 def test_a_bench_setting_the_client_refuses_poisons_no_other_preset(
     tmp_path: Path, show: Callable[..., Shown[str]]
 ) -> None:
     """The issue's case: `output-len: 0` fails every configuration (bad-config); then a preset
     with the same configurations and a good bench measures them, with no `known from` and no
     root cause it never had, while a real dead end of the server stays known."""
-    pytest.importorskip("torch")
     bad, good = tmp_path / "zero.yaml", tmp_path / "fine.yaml"
     bad.write_text(LOCAL.format(name="zero", bench="{num-prompts: 2, input-len: 32, "
                                                    "output-len: 0}"))

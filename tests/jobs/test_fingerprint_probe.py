@@ -12,9 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from jobs.engines.fingerprint import PROBE, parse_probe
+from tests.builders import needs
 from tests.standin.harness import STANDIN
 
 # What the probe stands for: import both and ask them (the probe before issue 19).
@@ -52,8 +51,8 @@ def probe(code: str, *, path: list[Path], isolated: bool = False) -> tuple[str, 
     return done.stdout, imported
 
 
+@needs("torch")  # the venv's CPU build of torch, imported in the reference's subprocess
 def test_this_hosts_versions_are_those_the_imports_give() -> None:
-    pytest.importorskip("torch")  # the venv's CPU build of torch, imported in the reference
     fast, light = probe(PROBE, path=[STANDIN])
     slow, heavy = probe(BY_IMPORT, path=[STANDIN])
     assert parse_probe(fast) == parse_probe(slow)

@@ -14,9 +14,9 @@ from jobs.core.plans import BatchPlan, only, parse_preset, resolve, to_plan
 from jobs.core.sweeps import point_name
 from jobs.errors import KnobError, PresetError
 from jobs.search import next_point, servers_used
-from tests.builders import specbench_here
+from tests.builders import needs, specbench_here
 
-pytest.importorskip("optuna")
+pytestmark = needs("optuna")
 
 GRAPH = [64, 96, 128, 160, 192, 256, 384, 512]
 MEM = [0.75, 0.8, 0.85, 0.88, 0.9]

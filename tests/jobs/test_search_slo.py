@@ -36,10 +36,11 @@ from jobs.engines.base import RunContext, now_iso, to_run_record
 from jobs.search import propose
 from jobs.search.propose import EXCESS_ATTR, study_of
 from jobs.store import Store
+from tests.builders import needs
 from tests.conftest import REPO, make_record
 from tests.standin.harness import SERVER_ARGS, STANDIN, TINY_BENCH
 
-pytest.importorskip("optuna")
+pytestmark = needs("optuna")
 
 GRAPH = [64, 96, 128, 160, 192, 256, 384, 512]
 MEM = [0.75, 0.8, 0.85, 0.88, 0.9]

@@ -27,8 +27,9 @@ from jobs.core.records import RunRecord
 from jobs.core.units import with_unit
 from jobs.engines.base import RunContext, now_iso, to_run_record
 from jobs.store import Store
+from tests.builders import needs
 
-pytest.importorskip("optuna")
+pytestmark = needs("optuna")
 
 GRAPH = [64, 96, 128, 160, 192, 256, 384, 512]
 MEM = [0.75, 0.8, 0.85, 0.88, 0.9]

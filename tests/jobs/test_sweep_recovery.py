@@ -11,7 +11,7 @@ import pytest
 
 from jobs.batches.planning import plan_batch
 from jobs.store import Store
-from tests.builders import killed_worker, standin_preset
+from tests.builders import killed_worker, needs, standin_preset
 from tests.jobs.test_distributed import (
     TAG,
     Site,
@@ -21,8 +21,7 @@ from tests.jobs.test_distributed import (
     wait_until,
 )
 
-pytestmark = [pytest.mark.redis, pytest.mark.slow]
-pytest.importorskip("optuna")
+pytestmark = [pytest.mark.redis, pytest.mark.slow, needs("optuna")]
 
 PRESET = standin_preset(
     "standin-sweep", description="an adaptive sweep over the stand-in's throughput",

@@ -19,6 +19,7 @@ from jobs.core.plans import load_preset, resolve
 from jobs.engines.base import RunContext
 from jobs.engines.local.engine import LocalEngine
 from jobs.engines.sglang.engine import SGLangEngine
+from tests.builders import needs
 from tests.standin.harness import make_standin
 
 GUARD = '''
@@ -77,9 +78,8 @@ def test_the_guard_blocks_a_download(offline: Path, tmp_path: Path) -> None:
     assert [a["address"] for a in _blocked(offline)] == ["('93.184.215.14', 80)"]
 
 
+@needs("torch", "transformers")
 def test_cpu_demo_runs_offline(offline: Path, tmp_path: Path) -> None:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
     full = resolve(load_preset("cpu-demo"), reps=1)
     wanted = ("baseline", "draft-1-layer", "prompt-lookup")  # plain, assisted and n-gram decoding
     plan = dataclasses.replace(full, configs=tuple(full.config(n) for n in wanted),
