@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,23 +25,17 @@ from jobs.engines.procs import ProcessGroup, group_members
 SMALL = ["--num-prompts", "6", "--input-len", "96", "--output-len", "48"]
 
 
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("local-data")
-
-
 @pytest.fixture(autouse=True)
-def _one_data_dir(monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:
-    """One data dir for the module: the same environment, so the same warm fork server."""
-    monkeypatch.setenv("SPECBENCH_DATA_DIR", str(data_dir))
+def _one_data_dir(monkeypatch: pytest.MonkeyPatch, local_data_dir: Path) -> None:
+    """One data dir for the engine's runs: the same environment, so the same warm fork server
+    (tests/jobs/engines/conftest.py)."""
+    monkeypatch.setenv("SPECBENCH_DATA_DIR", str(local_data_dir))
 
 
-@pytest.fixture(scope="module")
-def engine() -> Iterator[LocalEngine]:
-    """One engine for the module: its fork server imports torch once for every run."""
-    shared = LocalEngine()
-    yield shared
-    shared.close()
+@pytest.fixture
+def engine(local_engine: LocalEngine) -> LocalEngine:
+    """The engine test_local_levels shares: its fork server imports torch once for every run."""
+    return local_engine
 
 
 @pytest.fixture(scope="module")
@@ -260,19 +253,22 @@ def test_a_forked_child_that_crashes_fails_and_leaves_nothing(
     assert group_members(groups[0].pgid) == []
 
 
-def test_the_configuration_env_reaches_the_forked_child(
-    engine: LocalEngine, tmp_path: Path
-) -> None:
+def test_the_configuration_env_reaches_the_forked_child(tmp_path: Path) -> None:
     """OMP_NUM_THREADS is read when torch loads: a child forked from a server started with
-    another environment would ignore it, so another environment gets its own server."""
+    another environment would ignore it, so another environment gets its own server. An engine
+    of its own: its second server would replace the shared one."""
     plan = _plan()
     base = plan.baseline
     args = {k: v for k, v in base.server_args.items() if k != "threads"}
     config = dataclasses.replace(base, server_args=args, env={"OMP_NUM_THREADS": "1"})
-    record = _run(engine, dataclasses.replace(plan, configs=(config,)), 0, tmp_path)
+    engine = LocalEngine()
+    try:
+        record = _run(engine, dataclasses.replace(plan, configs=(config,)), 0, tmp_path)
+    finally:
+        engine.close()
     assert record.status == "ok", record.log_tail
     assert ", 1 threads" in record.log_tail  # torch's default is one per core
-    assert engine.launcher.fresh == 0
+    assert engine.launcher.fresh == 0 and engine.launcher.servers == 1
 
 
 def record_groups(engine: LocalEngine, monkeypatch: pytest.MonkeyPatch) -> list[ProcessGroup]:

@@ -31,26 +31,15 @@ BENCH = {"num-prompts": 4, "input-len": 64, "output-len": 32}
 FIGURES = {"output_throughput", "total_throughput", *LATENCY_KEYS}
 
 
-@pytest.fixture(scope="module")
-def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """One data dir for the module, set before the module's runs (`runs`) and again over the
-    suite's per-test one (`_one_data_dir`): the same environment, so one warm fork server."""
-    path = tmp_path_factory.mktemp("local-levels-data")
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("SPECBENCH_DATA_DIR", str(path))
-        yield path
-
-
 @pytest.fixture(autouse=True)
-def _one_data_dir(monkeypatch: pytest.MonkeyPatch, data_dir: Path) -> None:
-    monkeypatch.setenv("SPECBENCH_DATA_DIR", str(data_dir))
+def _one_data_dir(monkeypatch: pytest.MonkeyPatch, local_data_dir: Path) -> None:
+    monkeypatch.setenv("SPECBENCH_DATA_DIR", str(local_data_dir))
 
 
-@pytest.fixture(scope="module")
-def engine(data_dir: Path) -> Iterator[LocalEngine]:
-    shared = LocalEngine()
-    yield shared
-    shared.close()
+@pytest.fixture(scope="session")
+def engine(local_engine: LocalEngine) -> LocalEngine:
+    """The engine test_local shares (tests/jobs/engines/conftest.py): one warm fork server."""
+    return local_engine
 
 
 @pytest.fixture(scope="module")
