@@ -19,12 +19,18 @@ def test_a_port_is_picked_below_the_kernels_ephemeral_range_and_is_free() -> Non
     floor = _floor()
     if floor - 10_000 < 1_000:
         pytest.skip(f"this kernel's ephemeral range starts at {floor}: no room below it")
-    ports = {procs.free_port() for _ in range(20)}
+    ports = set()
+    for _ in range(20):
+        port = procs.free_port()
+        # Free as a server binds it: with SO_REUSEADDR, as uvicorn and http.server do, so that a
+        # connection another test's server left in TIME_WAIT on it does not count; checked as
+        # it is picked, while the other pytest workers' servers pick theirs from the same range.
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(("127.0.0.1", port))
+        ports.add(port)
     assert all(10_000 <= port < floor for port in ports), sorted(ports)
     assert len(ports) > 1  # drawn, not one fixed port every process would share
-    for port in ports:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", port))  # nothing held it
 
 
 def test_the_ports_the_kernel_hands_out_are_never_picked() -> None:
