@@ -93,8 +93,8 @@ def make_plan(**fields: Any) -> BatchPlan:
 def pytest_collection_finish(session: pytest.Session) -> None:
     """What collection built (every module, 2,040 items) stays to the end: frozen, the cycle
     collector's full passes no longer walk it, and it runs a young pass per 20,000 allocations
-    instead of 700. In a pytest worker its passes took 1.2-2.3 s of CPU, a tenth of the worker's
-    own; 0.5-0.9 s with this (measured over tests/jobs, six workers)."""
+    instead of 700. In a pytest worker its passes took 1.1-2.3 s of CPU, a tenth of the worker's
+    own; 0.4-0.9 s with this (measured with gc.callbacks over tests/jobs, six workers)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 20, 50)
