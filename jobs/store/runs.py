@@ -92,17 +92,12 @@ class Runs(Database):
             rows = session.execute(query).all()
         return [_past_run(*row) for row in rows]
 
-    def put_verdicts(self, batch_id: str, report: dict[str, Any]) -> None:
-        """The report's judgement on the batch's runs (the digest's columns): each run's
-        verdict, and its delta_pct when it counts as judged (`judged_results`; a sweep's
-        points never do, their confirmation batch judges the winner)."""
-        with self._write() as session:
-            write_verdicts(session, batch_id=batch_id, report=report)
-
 
 def write_verdicts(session: Any, *, batch_id: str, report: dict[str, Any]) -> None:
-    """`Runs.put_verdicts` inside the caller's transaction (`Store.end` and `Store.save_report`
-    write the report and its verdicts in one)."""
+    """The report's judgement on the batch's runs (the digest's columns): each run's verdict,
+    and its delta_pct when it counts as judged (`judged_results`; a sweep's points never do,
+    their confirmation batch judges the winner). Inside the caller's transaction: `Store.end`
+    writes the batch's end, its report and these in one."""
     points: frozenset[str] = frozenset()
     if report.get("sweep"):
         plan = session.scalar(select(Batch.plan).where(Batch.id == batch_id))

@@ -175,15 +175,6 @@ class Store(Runs, Leases, Posts, Comparisons, DigestQueries, Histories, Watches)
         if not self._update(batch_id, channel=channel, thread_ts=thread_ts):
             raise UnknownBatch(batch_id)
 
-    def save_report(self, batch_id: str, report: dict[str, Any]) -> None:
-        """The batch's report and the digest's judged columns on its runs (`put_verdicts`), in
-        one transaction: both are written or neither is."""
-        query = update(Batch).where(Batch.id == batch_id).values(report=json.dumps(report))
-        with self._write() as session:
-            if rowcount(session.execute(query, execution_options=NO_SYNC)) != 1:
-                raise UnknownBatch(batch_id)
-            write_verdicts(session, batch_id=batch_id, report=report)
-
     def delete_batch(self, batch_id: str) -> bool:
         """Delete a batch and its runs; False when there was none."""
         query = delete(Batch).where(Batch.id == batch_id)

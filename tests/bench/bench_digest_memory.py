@@ -96,7 +96,7 @@ def _fill(store: Store) -> None:
                          "role": record["role"], "status": status,
                          "record": json.dumps(record), "started_at": created,
                          "finished_at": created + dt.timedelta(minutes=5), **measure,
-                         # and with the report (Runs.put_verdicts)
+                         # and with the report (jobs/store/runs.py write_verdicts)
                          "verdict": judged.get(approach, {}).get("b_verdict"),
                          "judged_delta": judged.get(approach, {}).get("b_delta"),
                          "config_key": config_key(record["server_args"], record["env"]),

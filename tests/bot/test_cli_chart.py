@@ -29,9 +29,7 @@ def stored(records: list[RunRecord], *, batch_id: str = "b-test") -> None:
         store.create_batch(batch_id=batch_id, preset="eagle3", engine="local", queue="default",
                            requested_by="u", plan=make_plan())
         store.put_records([(i, r) for i, r in enumerate(records)])
-        store.set_state(batch_id, "running")
-        store.save_report(batch_id, report)
-        store.set_state(batch_id, "done")
+        store.end(batch_id, "done", report=report)
 
 
 def measured() -> list[RunRecord]:

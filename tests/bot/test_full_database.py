@@ -65,8 +65,7 @@ def _a_finished_batch(url: str) -> str:
         store.create_batch(batch_id="b-full", preset="eagle3", engine="local", queue="default",
                            requested_by="U_ALICE", plan=plan)
         store.put_records(list(enumerate(records)))
-        store.save_report("b-full", {**build_report(records, plan), "state": "done"})
-        store.set_state("b-full", "done")
+        store.end("b-full", "done", report={**build_report(records, plan), "state": "done"})
     return "b-full"
 
 

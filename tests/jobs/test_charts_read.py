@@ -235,9 +235,7 @@ def test_show_chart_writes_a_sweeps_landscape_heat_map_and_pareto_front(tmp_path
         store.create_batch(batch_id="b-sweep", preset="cpu-demo", engine="local",
                            queue="default", requested_by="u", plan=plan)
         store.put_records(list(enumerate(records)))
-        store.set_state("b-sweep", "running")
-        store.save_report("b-sweep", report)
-        store.set_state("b-sweep", "done")
+        store.end("b-sweep", "done", report=report)
     chart = tmp_path / "sweep.png"
     result = specbench("show", "b-sweep", "--chart", str(chart))
     assert result.returncode == 0, result.stderr
@@ -292,9 +290,7 @@ def store_batch(store: Store, batch_id: str, records: list[RunRecord], *, preset
                        requested_by="u", plan=make_plan(),
                        created_at=dt.datetime.now(dt.UTC) - dt.timedelta(hours=hours_ago))
     store.put_records(list(enumerate(records)))
-    store.set_state(batch_id, "running")
-    store.save_report(batch_id, judged(records, metric))
-    store.set_state(batch_id, state)
+    store.end(batch_id, state, report=judged(records, metric))
 
 
 @pytest.fixture

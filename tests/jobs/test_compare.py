@@ -57,8 +57,7 @@ def load(store: Store, path: Path, *, at: datetime) -> str:
                        queue="default", requested_by="U123", plan=plan_of(records),
                        created_at=at)
     store.put_records(list(enumerate(records)))
-    store.save_report(batch, analyze(AnalyzeArgs(runs=path)))
-    store.set_state(batch, "done")
+    store.end(batch, "done", report=analyze(AnalyzeArgs(runs=path)))
     return batch
 
 
@@ -179,7 +178,7 @@ def test_default_pairs_the_latest_batch_with_its_presets_last_ended_one(store: S
         store.put_records([(n, dataclasses.replace(r, batch=batch))
                            for n, r in enumerate(records)])
         if ended:
-            store.save_report(batch, report)
+            store.end(batch, "done", report=report)
     data = compare(_ctx(store))
     assert (data["a"]["batch"], data["b"]["batch"]) == ("b-1", "b-4")
     row = latest_reported(store, preset="other")

@@ -353,9 +353,12 @@ def test_the_digest_command_returns_the_trend_png_of_judged_deltas(tmp_path: Pat
     store.create_batch(batch_id="b-1", preset="eagle3", engine="sglang", queue="default",
                        requested_by="U1", plan=make_plan(), created_at=created)
     store.put_records([(0, rec("b-1", "baseline", 82.0)), (1, rec("b-1", "eagle3", 90.0))])
-    store.set_state("b-1", "done")
+    store.end("b-1", "done")  # ended without a report
     assert digest_command(ctx, days=7).chart is None  # nothing judged yet: no chart
-    store.save_report("b-1", {"batch": "b-1", "preset": "eagle3", "results": [
+    store.create_batch(batch_id="b-2", preset="eagle3", engine="sglang", queue="default",
+                       requested_by="U1", plan=make_plan(), created_at=created)
+    store.put_records([(0, rec("b-2", "baseline", 82.0)), (1, rec("b-2", "eagle3", 90.0))])
+    store.end("b-2", "done", report={"batch": "b-2", "preset": "eagle3", "results": [
         result("eagle3", "improved", value=90.0, delta_pct=9.8)], "next_steps": []})
     out = digest_command(ctx, days=7)
     assert out.chart is not None and out.chart.startswith(b"\x89PNG")

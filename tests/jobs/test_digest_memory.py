@@ -42,9 +42,7 @@ def add_batch(store: Store, batch: str, *, days_ago: float, runs: Sequence[RunRe
                        requested_by="U1", plan=plan or make_plan(preset=preset),
                        created_at=NOW - dt.timedelta(days=days_ago))
     store.put_records([(i, r) for i, r in enumerate(runs)])
-    store.set_state(batch, "done")
-    if report is not None:
-        store.save_report(batch, report)
+    store.end(batch, "done", report=report)
 
 
 def run(batch: str, approach: str, samples: Sequence[float] | None = (100.0, 101.0, 102.0), *,

@@ -221,9 +221,7 @@ def stored(records: list[RunRecord]) -> None:
         store.create_batch(batch_id="b-test", preset="eagle3", engine="local",
                            queue="default", requested_by="u", plan=make_plan())
         store.put_records([(i, r) for i, r in enumerate(records)])
-        store.set_state("b-test", "running")
-        store.save_report("b-test", report)
-        store.set_state("b-test", "done")
+        store.end("b-test", "done", report=report)
 
 
 def test_show_chart_writes_the_load_charts_beside_it(tmp_path: Path) -> None:

@@ -269,9 +269,8 @@ def stored(store: Store, batch: str, base: list[float], *, days: int) -> None:
     store.create_batch(batch_id=batch, preset="nightly", engine="local", queue="default",
                        requested_by="U1", plan=plan, created_at=T0 + timedelta(days=days))
     store.put_records(list(enumerate(records)))
-    store.save_report(batch, {"batch": batch, "preset": "nightly", "results": [
+    store.end(batch, "done", host="gpu-1", report={"batch": batch, "preset": "nightly", "results": [
         {"approach": "eagle3", "verdict": "regressed", "value": 61.0, "delta_pct": -30.0}]})
-    store.set_state(batch, "done", host="gpu-1")
 
 
 def test_compare_judges_a_change_against_the_spread_of_earlier_batches(cli: Cli) -> None:

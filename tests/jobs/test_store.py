@@ -385,7 +385,7 @@ def test_writes_to_an_unknown_batch_raise(store: Store) -> None:
     with pytest.raises(UnknownBatch):
         store.set_thread("b-nope", "C1", "1.2")
     with pytest.raises(UnknownBatch):
-        store.save_report("b-nope", {})
+        store.end("b-nope", "done", report={})
     with pytest.raises(ValueError):
         store.set_state("b-nope", "exploded")
 
@@ -404,10 +404,11 @@ def test_thread_and_report(store: Store) -> None:
     store.set_thread("b-7f3a9c", "C42", "1733140800.000100")
     report = {"batch": "b-7f3a9c", "results": [{"approach": "eagle3", "delta_pct": -34.0}],
               "key_achievement": None, "future_key": "kept"}
-    store.save_report("b-7f3a9c", report)
+    assert store.end("b-7f3a9c", "done", report=report)
     row = store.get_batch("b-7f3a9c")
     assert row is not None
-    assert (row.channel, row.thread_ts, row.report) == ("C42", "1733140800.000100", report)
+    assert (row.state, row.channel, row.thread_ts, row.report) == (
+        "done", "C42", "1733140800.000100", report)
 
 
 def test_delete_batch_removes_its_runs(store: Store, url: str) -> None:
@@ -503,7 +504,7 @@ def test_an_upgrade_checks_runs_sit_beside_the_batchs_own_and_old_runs_keep_thei
         connection.execute(text(
             "INSERT INTO batches (id, preset, engine, queue, state, requested_by, plan, "
             "created_at, cancel_requested) VALUES ('b-old', 'eagle3', 'local', 'default', "
-            "'done', 'U1', :plan, CURRENT_TIMESTAMP, false)"),
+            "'running', 'U1', :plan, CURRENT_TIMESTAMP, false)"),
             {"plan": json.dumps(make_plan().to_dict())})
         connection.execute(text(
             "INSERT INTO runs (batch_id, position, approach, role, status, record) VALUES "
@@ -517,8 +518,8 @@ def test_an_upgrade_checks_runs_sit_beside_the_batchs_own_and_old_runs_keep_thei
         assert [r.metrics["output_throughput"] for r in store.records("b-old")] == [[100.0]]
         assert [r.metrics["output_throughput"] for r in store.records("b-old", stack="new")] == [
             [121.0]]
-        store.save_report("b-old", {"results": [{"approach": "baseline", "verdict": "improved",
-                                                 "delta_pct": 5.0, "value": 105.0}]})
+        assert store.end("b-old", "done", report={"results": [{
+            "approach": "baseline", "verdict": "improved", "delta_pct": 5.0, "value": 105.0}]})
     engine = create_engine(url)
     try:
         with engine.connect() as connection:
