@@ -105,14 +105,9 @@ class Store(Runs, Leases, Posts, Comparisons, DigestQueries, Histories, Watches)
         if state not in BATCH_STATES:
             raise ValueError(f"unknown batch state {state!r}")
         at = now()
-        values: dict[str, Any] = {"state": state}
+        values = _state_values(state, at=at, error=error, host=host)
         if state == "running":
             values["started_at"] = func.coalesce(Batch.started_at, literal(at, UTCDateTime()))
-        values["finished_at"] = at if state in TERMINAL_STATES else None
-        if error is not None:
-            values["error"] = error
-        if host is not None:
-            values["host"] = host
         query = update(Batch).where(Batch.id == batch_id).values(values)
         if only_from is not None:
             query = query.where(Batch.state.in_(list(only_from)))
@@ -137,13 +132,9 @@ class Store(Runs, Leases, Posts, Comparisons, DigestQueries, Histories, Watches)
         if state not in TERMINAL_STATES:
             raise ValueError(f"not a terminal batch state: {state!r}")
         text = None if report is None else json.dumps(report)
-        values: dict[str, Any] = {"state": state, "finished_at": now()}
+        values = _state_values(state, at=now(), error=error, host=host)
         if text is not None:
             values["report"] = text
-        if error is not None:
-            values["error"] = error
-        if host is not None:
-            values["host"] = host
         mine = Batch.report.is_(None) if text is None else Batch.report == text
         query = update(Batch).where(Batch.id == batch_id).where(or_(
             Batch.state.in_(list(only_from)), and_(Batch.state == state, mine))).values(values)
@@ -201,3 +192,16 @@ class Store(Runs, Leases, Posts, Comparisons, DigestQueries, Histories, Watches)
             query = select(Batch).where(Batch.idempotency_key == idempotency_key)
             batch = session.scalars(query).first()
             return None if batch is None else to_batch_row(batch)
+
+
+def _state_values(state: str, *, at: datetime, error: str | None, host: str | None
+                  ) -> dict[str, Any]:
+    """The batch columns a move to `state` writes (`set_state`, `end`): finished_at stamped for
+    a terminal state and cleared otherwise; error and host only when given."""
+    values: dict[str, Any] = {"state": state,
+                              "finished_at": at if state in TERMINAL_STATES else None}
+    if error is not None:
+        values["error"] = error
+    if host is not None:
+        values["host"] = host
+    return values
