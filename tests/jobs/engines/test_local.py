@@ -32,9 +32,10 @@ def _one_data_dir(monkeypatch: pytest.MonkeyPatch, local_data_dir: Path) -> None
     monkeypatch.setenv("SPECBENCH_DATA_DIR", str(local_data_dir))
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def engine(local_engine: LocalEngine) -> LocalEngine:
-    """The engine test_local_levels shares: its fork server imports torch once for every run."""
+    """The engine test_local_levels shares (tests/jobs/engines/conftest.py): its fork server
+    imports torch once for every run."""
     return local_engine
 
 
