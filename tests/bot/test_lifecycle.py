@@ -108,9 +108,11 @@ def start(env: dict[str, str], *args: str) -> subprocess.Popen[str]:
 
 def hanging_benchmark_said(env: dict[str, str]) -> bool:
     """Whether the hanging benchmark has written its last line (`Starting warmup`): a process
-    still starting when its reader is killed dies of the broken pipe at its first line."""
+    still starting when its reader is killed dies of the broken pipe at its first line. Its own
+    logs alone: the configurations before it wrote the same line."""
     logs = Path(env["SPECBENCH_DATA_DIR"]) / "logs"
-    return any("Starting warmup" in log.read_text(errors="replace") for log in logs.rglob("*.log"))
+    return any("Starting warmup" in log.read_text(errors="replace")
+               for log in logs.rglob("hangs*.log"))
 
 
 def wait_for_the_hanging_server(env: dict[str, str], proc: subprocess.Popen[str],
