@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import os
 import re
 import zoneinfo
@@ -15,8 +16,11 @@ from jobs.redaction import redact_urls
 _PACKAGE = Path(__file__).resolve().parent
 
 
+@functools.cache
 def _shipped(name: str) -> Path:
-    """A folder shipped with the package: inside the wheel, or the checkout's own."""
+    """A folder shipped with the package: inside the wheel, or the checkout's own (where the
+    code lies does not move while it runs: looked up once per process, not at each of the
+    thousands of engine lookups a batch's analysis makes)."""
     inside = _PACKAGE / "_shipped" / name
     return inside if inside.is_dir() else _PACKAGE.parent / name
 

@@ -101,7 +101,10 @@ class EngineInfo:
         return (os.environ.get(self.python_env) if self.python_env else None) or "python3"
 
 
+@functools.cache
 def engines_dir() -> Path:
+    """The shipped engines' folder (one Path per process: `registered` is called for every
+    configuration's every verdict)."""
     return settings.shipped_config() / "engines"
 
 
