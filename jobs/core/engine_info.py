@@ -101,15 +101,15 @@ class EngineInfo:
         return (os.environ.get(self.python_env) if self.python_env else None) or "python3"
 
 
-@functools.cache
 def engines_dir() -> Path:
-    """The shipped engines' folder (one Path per process: `registered` is called for every
-    configuration's every verdict)."""
     return settings.shipped_config() / "engines"
 
 
 @functools.cache
-def _registered(folder: Path) -> dict[str, EngineInfo]:
+def registered() -> dict[str, EngineInfo]:
+    """The shipped engines' facts, read once per process (they belong to the code, which does not
+    move while it runs; every configuration's every verdict looks an engine up)."""
+    folder = engines_dir()
     found: dict[str, EngineInfo] = {}
     for path in sorted(folder.glob("*/engine.yaml")):
         try:
@@ -141,10 +141,6 @@ def _registered(folder: Path) -> dict[str, EngineInfo]:
     if sum(i.default for i in found.values()) != 1:
         raise PresetError(f"{folder}: exactly one engine must be the default")
     return found
-
-
-def registered() -> dict[str, EngineInfo]:
-    return _registered(engines_dir())
 
 
 def engine_names() -> tuple[str, ...]:
