@@ -5,8 +5,11 @@ judged with its caveat (8 requests are too few for a p99), and the crossover's t
 lookup serves one request at a time, so it wins at one request by far more than any noise
 (+160 % to +215 % on two cores, quiet or busy) and at eight keeps seven requests waiting (its
 throughput 40 % down, its p99 TTFT past a limit set far above the batched baseline's:
-config/presets/cpu-loads.yaml). The middle level and the figures are measurements a busy machine
-moves: make bench (bench_demo) runs the demo twice and compares the verdicts level by level.
+config/presets/cpu-loads.yaml). The limit is a timing all the same: a host that starves the
+server to a fifth of a core puts the baseline's p99 past it too (189 ms against 150), and the
+level is then inconclusive, as the rules say; what holds on any host is the order of the two
+p99s. The middle level and the figures are measurements a busy machine moves: make bench
+(bench_demo) runs the demo twice and compares the verdicts level by level.
 Apart from cpu-demo (test_cpu_demo.py), so that pytest-xdist runs the two on different workers."""
 
 from __future__ import annotations
@@ -33,10 +36,15 @@ def test_the_load_demo_judges_every_level_on_one_server_each(tmp_path: Path) -> 
         assert level["verdict"] in ("improved", "regressed", "unchanged", "inconclusive")
         assert level["slo"] in ("met", "violated") and level["slo_samples"] == "few"
     one, _, eight = lookup["by_load"]
-    assert (one["verdict"], eight["verdict"], lookup["verdict"]) == (
-        "improved", "regressed", "mixed"), (one["why"], eight["why"])
     baseline_eight = report["baseline"]["by_load"][2]
-    assert baseline_eight["slo"] == "met", baseline_eight  # the limit is not the machine's
+    assert one["verdict"] == "improved", one["why"]
+    # seven requests waiting behind one another against one batched wave: later, however slow
+    assert eight["figures"]["p99_ttft_ms"] > baseline_eight["figures"]["p99_ttft_ms"]
+    if baseline_eight["slo"] == "met":  # the limit is not the machine's
+        assert (eight["verdict"], lookup["verdict"]) == ("regressed", "mixed"), eight["why"]
+    else:  # a host that starves the baseline's server ten times over breaks it too
+        assert eight["verdict"] == "inconclusive", eight["why"]
+        assert eight["why"].startswith("both break the SLO at max-concurrency 8"), eight["why"]
     found = verdicts(report)
     assert set(found) == {"prompt-lookup", "sweep winner's confirmation"}
     # one server per configuration: each launches once, then runs its three levels

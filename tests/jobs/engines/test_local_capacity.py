@@ -51,7 +51,9 @@ def test_the_cpu_capacity_preset_finds_each_configurations_capacity(tmp_path: Pa
         else "prompt-lookup breaks the SLO even at max-concurrency 1"), found["why"]
     assert report["capacity"]["slo_caveats"] == []  # a median: no few-samples exception needed
     assert progress.count("launching") == 2  # one child per configuration, every level in it
-    assert "capacity level 3 max-concurrency 4" in progress
+    # each level a line of its own: the baseline held at 1 (it has a capacity), so it doubled
+    assert "baseline: capacity level 2 max-concurrency 2" in progress
+    assert f"baseline: capacity level {base['levels']} max-concurrency" in progress
     logs = tmp_path / "data" / "logs" / report["batch"]
     for name in ("baseline", "prompt-lookup"):
         header = (logs / f"{name}.log").read_text().splitlines()[0]
