@@ -42,7 +42,9 @@ def test_the_cpu_capacity_preset_finds_each_configurations_capacity(tmp_path: Pa
     found = lookup["capacity"]
     assert found["binding"] == "median_ttft_ms"
     assert found["value"] is None or found["value"] <= base["value"], (found, base)
-    if found["value"] is None or found["value"] < base["value"]:  # one step is one request here
+    # Less is regressed by the rules: a step is one request here, and prompt lookup's few
+    # requests lie far more than the 5% minimum effect below the baseline's.
+    if found["value"] is None or found["value"] < base["value"]:
         assert found["verdict"] == "regressed", found
     else:  # the same capacity: only when the host broke the baseline's few-request levels
         assert found["verdict"] == "unchanged" and base["value"] <= 3, (found, base)
