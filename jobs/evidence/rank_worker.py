@@ -35,7 +35,8 @@ def main(argv: list[str]) -> int:
     import torch
     import torch.distributed as dist
 
-    gc.enable()  # (jobs.startup says more; this script imports nothing of specbench's)
+    gc.freeze()  # and torch's objects are never walked again, as jobs.startup says (this
+    gc.enable()  # script imports nothing of specbench's)
 
     args = _args(argv)
     rank = int(os.environ["RANK"])
