@@ -83,5 +83,14 @@ def _keep_our_logging(**_: Any) -> None:
     """Celery's setup_logging signal: logging is already configured."""
 
 
+def entry() -> int:
+    """`python -m bot.slack.beat`: `main`, in a process that starts without the cycle collector
+    (jobs.startup: Celery's imports are main's; tests call `main` and keep their collector)."""
+    from jobs.startup import pause_collector
+
+    pause_collector()
+    return main()
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

@@ -53,12 +53,14 @@ def site(tmp_path: Path) -> Iterator[Site]:
 
 # Bolt, uvicorn, SQLAlchemy and redis take seconds of CPU to import: a bot is
 # spawned with them imported and waits on stdin for its start, so that a test spawns a successor
-# early (`held`) and starts it the moment it is due. The rest is `specbench bot --http PORT`.
-WARM = ("import sys; import bot.cli.commands, bot.slack.app, bot.slack.http, bot.slack.linger, "
+# early (`held`) and starts it the moment it is due. The rest is `specbench bot --http PORT`, its
+# entry's (the cycle collector paused through the imports and frozen after, jobs.startup).
+WARM = ("import gc, sys; gc.disable(); "
+        "import bot.cli.commands, bot.slack.app, bot.slack.http, bot.slack.linger, "
         "bot.thread.durable_feed, jobs.batches.dispatch, jobs.broker.dispatcher, "
         "jobs.ops.health, jobs.ops.logs, uvicorn; "
         "sys.stdin.readline() or sys.exit(0); "
-        "from bot.cli.main import main; sys.exit(main())")
+        "from bot.cli.main import entry; sys.exit(entry())")
 
 
 class Bot:
