@@ -36,6 +36,6 @@ def pause_collector(*, resume_after_s: float | None = RESUME_AFTER_S) -> None:
 
 
 def resume_collector() -> None:
-    """Resume the cycle collector, what was allocated while it was paused frozen."""
+    """Freeze what was allocated while the cycle collector was paused, then resume it."""
     gc.freeze()
     gc.enable()

@@ -35,8 +35,8 @@ def main(argv: list[str]) -> int:
     import torch
     import torch.distributed as dist
 
-    gc.freeze()  # and torch's objects are never walked again, as jobs.startup says (this
-    gc.enable()  # script imports nothing of specbench's)
+    gc.freeze()  # torch's objects are never walked again (jobs.startup says why; this script
+    gc.enable()  # imports nothing of specbench's, so it does the same itself)
 
     args = _args(argv)
     rank = int(os.environ["RANK"])
