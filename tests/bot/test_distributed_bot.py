@@ -55,7 +55,8 @@ def site(tmp_path: Path) -> Iterator[Site]:
 # spawned with them imported and waits on stdin for its start, so that a test spawns a successor
 # early (`held`) and starts it the moment it is due. The rest is `specbench bot --http PORT`, its
 # entry's (the cycle collector paused through the imports and frozen after, jobs.startup).
-WARM = ("import gc, sys; gc.disable(); "
+WARM = ("import sys; from jobs.startup import pause_collector; "
+        "pause_collector(resume_after_s=None); "
         "import bot.cli.commands, bot.slack.app, bot.slack.http, bot.slack.linger, "
         "bot.thread.durable_feed, jobs.batches.dispatch, jobs.broker.dispatcher, "
         "jobs.ops.health, jobs.ops.logs, uvicorn; "
