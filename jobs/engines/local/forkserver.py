@@ -4,12 +4,14 @@
 only: no torch op runs here, so no intra-op thread pool exists when it forks), listens on a unix
 socket (SOCK_SEQPACKET: one message per request) and prints `READY` once. Each request carries a
 command line (`python -m MODULE ARGS` or `python -c CODE ARGS`), its environment and its working
-directory, with the write end of the pipe the engine reads as its one file descriptor. The
-server forks; the child becomes a session leader (its pid is its process group, as with
-`start_new_session`), dies with the server (PR_SET_PDEATHSIG), takes the pipe as stdout and
-stderr, the environment and directory as its own, and runs the command as `python` would. The
-server answers `{"pid": N}` once the child leads its session, `{"exit": CODE}` (Popen's
-returncode: -SIGNAL when killed) once it has reaped it.
+directory, with its file descriptors: one (the write end of the pipe the engine reads: stdout
+and stderr) or three (stdin, stdout and stderr, as a `subprocess.Popen` of the suite's passes
+them: tests/warm_cli.py). The server forks; the child becomes a session leader (its pid is its
+process group, as with `start_new_session`; with `"session": false` in the request it stays in
+the server's group, as a Popen child stays in its parent's), dies with the server
+(PR_SET_PDEATHSIG), takes the descriptors, the environment and directory as its own, and runs
+the command as `python` would. The server answers `{"pid": N}` once the child has done so,
+`{"exit": CODE}` (Popen's returncode: -SIGNAL when killed) once it has reaped it.
 
 It exits when its first connection (the engine's control connection) closes, when its parent
 process is gone, or after IDLE_S without a child; a child still running then is SIGKILLed with
@@ -53,6 +55,7 @@ class Server:
         self.listener.bind(path)
         self.listener.listen(64)
         self.parent = os.getppid()
+        self.python_path = _python_path(dict(os.environ))  # its own, after sys.path[0]
         self.control: socket.socket | None = None
         self.idle: list[socket.socket] = []  # connections that have not sent a request yet
         self.children: dict[int, socket.socket] = {}  # pid -> the connection that asked for it
@@ -105,15 +108,15 @@ class Server:
                 raise SystemExit(0)  # the engine is done, or its process died
             return
         self.idle.remove(sock)
-        if not message or len(fds) != 1:
+        if not message or len(fds) not in (1, 3):
             for fd in fds:
                 os.close(fd)
             sock.close()
             return
         self.last_active = time.monotonic()
-        self._fork(json.loads(message), out_fd=fds[0], conn=sock)
+        self._fork(json.loads(message), fds=fds, conn=sock)
 
-    def _fork(self, request: dict[str, Any], *, out_fd: int, conn: socket.socket) -> None:
+    def _fork(self, request: dict[str, Any], *, fds: list[int], conn: socket.socket) -> None:
         sync_r, sync_w = os.pipe()
         server = os.getpid()
         sys.stdout.flush()
@@ -126,9 +129,10 @@ class Server:
             self.wakeup_r.close()
             self.wakeup_w.close()
             self._close_all()
-            _child(request, out_fd=out_fd, sync_w=sync_w, server=server)
+            _child(request, fds=fds, sync_w=sync_w, server=server, server_path=self.python_path)
         os.close(sync_w)
-        os.close(out_fd)
+        for fd in fds:
+            os.close(fd)
         select.select([sync_r], [], [], 10.0)  # the child leads its session (or died trying)
         os.close(sync_r)
         self.children[pid] = conn
@@ -155,23 +159,30 @@ class Server:
                 conn.close()
 
 
-def _child(request: dict[str, Any], *, out_fd: int, sync_w: int, server: int) -> None:
+def _child(request: dict[str, Any], *, fds: list[int], sync_w: int, server: int,
+           server_path: list[str]) -> None:
     """In the forked child: become what a fresh `python` started by the engine would be, run
     the command, exit with its status. Never returns."""
     code = 1
     try:
-        os.setsid()
+        if request.get("session", True):
+            os.setsid()
         _die_with_parent()
         os.write(sync_w, b"1")
         os.close(sync_w)
         if os.getppid() != server:
             os._exit(1)  # the server died before PR_SET_PDEATHSIG took
-        os.dup2(out_fd, 1)
-        os.dup2(out_fd, 2)
-        os.close(out_fd)
+        # One descriptor: stdout and stderr; three: stdin, stdout and stderr.
+        targets, sources = ((1, 2), fds * 2) if len(fds) == 1 else ((0, 1, 2), fds)
+        for target, fd in zip(targets, sources, strict=True):
+            os.dup2(fd, target)
+        for fd in set(fds) - {0, 1, 2}:
+            os.close(fd)
         os.environ.clear()
         os.environ.update(request["env"])
         os.chdir(request["cwd"])
+        _fresh_path(request["env"], server_path)
+        _fresh_streams(request["env"])
         random.seed()  # from os.urandom, as a fresh interpreter's is, not the server's state
         code = run_argv(request["argv"])
         atexit._run_exitfuncs()  # what a fresh interpreter runs on its way out
@@ -186,6 +197,28 @@ def _child(request: dict[str, Any], *, out_fd: int, sync_w: int, server: int) ->
         os._exit(code)
 
 
+def _python_path(env: dict[str, str]) -> list[str]:
+    """PYTHONPATH's entries as the interpreter puts them on sys.path (absolute, from the working
+    directory; an empty one is the working directory)."""
+    value = env.get("PYTHONPATH", "")
+    return [os.path.abspath(entry) for entry in value.split(os.pathsep)] if value else []
+
+
+
+def _fresh_path(env: dict[str, str], server_path: list[str]) -> None:
+    """The child's PYTHONPATH entries in place of the server's (`server_path`), where a fresh
+    interpreter puts them: right after sys.path[0]."""
+    if sys.path[1:1 + len(server_path)] == server_path:
+        sys.path[1:1 + len(server_path)] = _python_path(env)
+
+
+def _fresh_streams(env: dict[str, str]) -> None:
+    """stdout as a fresh interpreter opens it on the descriptor it now has: line-buffered on a
+    terminal, written through under PYTHONUNBUFFERED (stderr is line-buffered either way)."""
+    sys.stdout.reconfigure(line_buffering=os.isatty(1),  # type: ignore[union-attr]
+                           write_through=bool(env.get("PYTHONUNBUFFERED")))
+
+
 def run_argv(argv: list[str]) -> int:
     """Run `python -m MODULE ARGS` or `python -c CODE ARGS` in this interpreter as `python`
     would: in a fresh `__main__`, through runpy's own entry for -m, a traceback from the same
@@ -196,9 +229,12 @@ def run_argv(argv: list[str]) -> int:
     try:
         if argv[1] == "-m":
             sys.argv = ["-m", *argv[3:]]
+            sys.path[0] = os.getcwd()  # what `python -m` puts first: its directory
+            sys.modules.pop(argv[2], None)  # run afresh, as `-m` does, even if imported here
             runpy._run_module_as_main(argv[2], alter_argv=True)  # type: ignore[attr-defined]
         elif argv[1] == "-c":
             sys.argv = ["-c", *argv[3:]]
+            sys.path[0] = ""  # what `python -c` puts first: the working directory, as it is
             exec(compile(argv[2], "<string>", "exec"), main.__dict__)  # noqa: S102
         else:
             raise ValueError(f"the fork server runs `-m MODULE` or `-c CODE`, not {argv[1:2]}")
