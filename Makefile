@@ -44,11 +44,12 @@ test: install services $(WARM)
 # A fresh clone's venv holds no bytecode and its test files no rewritten bytecode: six workers
 # and their subprocesses starting at once would each compile the same modules (collecting the
 # suite: 8.4 s of CPU with nothing compiled, 2.5 s after). Two processes compile them first, once
-# per venv: the suite's collection, and what only its subprocesses import.
+# per venv: the suite's collection, and what only its subprocesses and each worker's warm
+# interpreter (tests/warm_cli.py: every module of bot/ and jobs/) import.
 $(WARM): $(STAMP)
 	@echo "test: compiling the suite's bytecode once"
 	@$(KEEP_BYTECODE) $(PY) -m pytest -q -p no:cacheprovider --collect-only > /dev/null & pid=$$!; \
-	$(KEEP_BYTECODE) $(PY) -c "import torch, transformers.models.llama.modeling_llama, optuna, matplotlib.pyplot, ruptures, jobs.engines.local.child, jobs.engines.local.forkserver, bot.slack.beat" \
+	$(KEEP_BYTECODE) $(PY) -c "import torch, transformers.models.llama.modeling_llama, optuna, matplotlib.pyplot, ruptures, jobs.engines.local.child, tests.warm_cli_modules" > /dev/null \
 	&& wait $$pid
 	@touch $@
 

@@ -17,6 +17,7 @@ from tests.file_order import (  # noqa: F401  (hooks: the longest test files go 
     pytest_configure,
     pytest_xdist_make_scheduler,
 )
+from tests.warm_cli import installed as warm_cli_installed
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -44,6 +45,14 @@ WHY_SHARED = (
     "machine does not have; the tests that replay the article's recorded session or check "
     "the contracts against SPEC.md skip without it"
 )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _warm_cli() -> Iterator[None]:
+    """The session's `python -m bot.cli.main` processes fork from a warm interpreter
+    (tests/warm_cli.py; SPECBENCH_TEST_COLD=1 starts each cold)."""
+    with warm_cli_installed():
+        yield
 
 
 def need_shared(path: Path) -> Path:
