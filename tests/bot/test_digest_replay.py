@@ -60,7 +60,7 @@ def test_a_digest_command_replayed_after_a_restart_posts_once(site: Site) -> Non
     bots: list[Bot] = []
     try:
         first = Bot(site, standin)
-        second = Bot(site, standin, held=True)  # importing while the first answers
+        second = Bot(site, standin, held=True)  # started when the first is gone
         bots += [first, second]
         body = digest_body("tr-digest-1")
         send(first, body)

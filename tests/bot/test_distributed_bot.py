@@ -51,42 +51,29 @@ def site(tmp_path: Path) -> Iterator[Site]:
     next(gen, None)
 
 
-# Bolt, uvicorn, SQLAlchemy and redis take seconds of CPU to import: a bot is
-# spawned with them imported and waits on stdin for its start, so that a test spawns a successor
-# early (`held`) and starts it the moment it is due. The rest is `specbench bot --http PORT`, its
-# entry's (the cycle collector paused through the imports and frozen after, jobs.startup).
-WARM = ("import sys; from jobs.startup import pause_collector; "
-        "pause_collector(resume_after_s=None); "
-        "import bot.cli.commands, bot.slack.app, bot.slack.http, bot.slack.linger, "
-        "bot.thread.durable_feed, jobs.batches.dispatch, jobs.broker.dispatcher, "
-        "jobs.ops.health, jobs.ops.logs, uvicorn; "
-        "sys.stdin.readline() or sys.exit(0); "
-        "from bot.cli.main import entry; sys.exit(entry())")
-
-
 class Bot:
-    """A `specbench bot --http PORT` process against the stand-in; `held`, it waits for start()."""
+    """A `specbench bot --http PORT` process against the stand-in; `held`, it starts at start().
+    Its imports cost it nothing: it forks from the worker's warm interpreter (tests/warm_cli.py).
+    """
 
     def __init__(self, site: Site, standin: SlackStandin, *, held: bool = False) -> None:
         self.site = site
         self.port = free_port()
         self.log = site.root / f"bot-{time.monotonic_ns()}.log"
         self._out = open(self.log, "w")  # noqa: SIM115 - closed in stop()
-        env = site.worker_env()
-        env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET,
-                   SLACK_API_URL=standin.url)
-        self.proc = subprocess.Popen(
-            [sys.executable, "-c", WARM, "bot", "--http", str(self.port)], stdin=subprocess.PIPE,
-            env=env, cwd=REPO, stdout=self._out, stderr=subprocess.STDOUT,
-        )
+        self._env = site.worker_env()
+        self._env.update(SLACK_BOT_TOKEN=BOT_TOKEN, SLACK_SIGNING_SECRET=SIGNING_SECRET,
+                         SLACK_API_URL=standin.url)
+        self.proc: subprocess.Popen[bytes] | None = None
         self.client = loopback_client(timeout=10)
         if not held:
             self.start()
 
     def start(self) -> Bot:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(b"start\n")
-        self.proc.stdin.close()
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "bot.cli.main", "bot", "--http", str(self.port)],
+            stdin=subprocess.DEVNULL, env=self._env, cwd=REPO, stdout=self._out,
+            stderr=subprocess.STDOUT)
         wait_until(self._healthy, timeout=30, what="the bot to answer /healthz", alive=self.proc)
         return self
 
@@ -119,7 +106,7 @@ class Bot:
         self._close()
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
+        if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=15)
@@ -129,8 +116,6 @@ class Bot:
         self._close()
 
     def _close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
         self.client.close()
         self._out.close()
 
@@ -173,7 +158,7 @@ def test_a_bot_killed_mid_batch_is_succeeded_by_one_that_posts_the_summary_once(
     site: Site,
 ) -> None:
     standin = SlackStandin().start()
-    bots: list[Bot] = [Bot(site, standin, held=True)]  # importing while the worker starts
+    bots: list[Bot] = [Bot(site, standin, held=True)]  # started once the worker is
     worker = Worker(site, "botq")
     store = Store(site.database)
     try:

@@ -95,7 +95,7 @@ def outlasting(store: Store, batch: str) -> None:
 
 
 def spare(site: Site, standin: SlackStandin, bots: list[Bot]) -> Bot:
-    """A bot process importing while the test waits; a bot once started."""
+    """A bot to start when one is due (kept with the others, to be stopped at the end)."""
     bot = Bot(site, standin, held=True)
     bots.append(bot)
     return bot
