@@ -122,7 +122,9 @@ def test_what_a_cold_one_would_start_differently_starts_cold(
     (tmp_path / "mods" / "sitecustomize.py").write_text("")  # what `site` runs at start
     assert not started()._warm
     (tmp_path / "mods" / "sitecustomize.py").unlink()
-    assert not started(env={**show_me, "PYTHONHASHSEED": "7"})._warm
+    # another variable the interpreter reads as it starts (a value no environment has already)
+    unheard_of = "ignore::UserWarning:specbench_none"
+    assert not started(env={**show_me, "PYTHONWARNINGS": unheard_of})._warm
     assert not started(preexec_fn=lambda: None)._warm
     assert not started(pass_fds=(0,))._warm
     with pytest.raises(FileNotFoundError):  # as a cold start says it, in this process
