@@ -29,7 +29,6 @@ import json
 import os
 import select
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -41,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.engines.local import forkserver
-from jobs.engines.pids import is_alive
+from jobs.engines.local.forked import ForkedProc
 
 ROUTED = frozenset({"bot.cli.main", "bot.slack.beat"})
 MODULES_LINE = "SPECBENCH-WARM-MODULES "  # tests/warm_cli_modules.py: where its modules came from
@@ -216,8 +215,7 @@ def _status(code: int) -> int:
 class WarmPopen(subprocess.Popen):  # type: ignore[type-arg]
     """`subprocess.Popen`, whose child comes from the warm interpreter when it may."""
 
-    _conn: socket.socket | None = None
-    _warm = False
+    _forked: ForkedProc | None = None
 
     def _execute_child(  # noqa: PLR0913 - Popen's own signature
         self, args: Any, executable: Any, preexec_fn: Any, close_fds: Any, pass_fds: Any,
@@ -238,8 +236,10 @@ class WarmPopen(subprocess.Popen):  # type: ignore[type-arg]
             fds = [p2cread if p2cread != -1 else 0, c2pwrite if c2pwrite != -1 else 1,
                    errwrite if errwrite != -1 else 2]
             with contextlib.suppress(Unavailable):
-                self.pid, self._conn = server.spawn(request, fds)
-                self._warm = self._child_created = True
+                self.pid, conn = server.spawn(request, fds)
+                # its exit as the server reports it (SIGKILL when the server died first)
+                self._forked = ForkedProc(self.pid, conn=conn, read_fd=None)
+                self._child_created = True
                 self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)
                 return
         super()._execute_child(  # type: ignore[misc]
@@ -247,45 +247,21 @@ class WarmPopen(subprocess.Popen):  # type: ignore[type-arg]
             creationflags, shell, p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite,
             restore_signals, gid, gids, uid, umask, start_new_session, process_group)
 
-    def _reported(self, *, block: bool) -> int | None:
-        """The exit code the warm interpreter reported (None: still running)."""
-        conn = self._conn
-        if conn is not None:
-            conn.settimeout(None if block else 0.0)
-            try:
-                message = conn.recv(4096)
-            except (BlockingIOError, TimeoutError):
-                return None
-            except OSError:
-                message = b""
-            conn.close()
-            self._conn = None
-            if message:
-                return int(json.loads(message)["exit"])
-        # The server died without reaping it: PR_SET_PDEATHSIG sent the child SIGKILL.
-        while is_alive(self.pid):
-            if not block:
-                return None
-            time.sleep(0.02)
-        return -signal.SIGKILL
+    @property
+    def _warm(self) -> bool:
+        return self._forked is not None
 
     def _try_wait(self, wait_flags: int) -> tuple[int, int]:
-        if not self._warm:
+        if self._forked is None:
             return super()._try_wait(wait_flags)  # type: ignore[misc,no-any-return]
-        code = self._reported(block=not wait_flags & os.WNOHANG)
+        code = self._forked.poll() if wait_flags & os.WNOHANG else self._forked.wait()
         return (0, 0) if code is None else (self.pid, _status(code))
 
     def _internal_poll(self, _deadstate: int | None = None, **kwargs: Any) -> int | None:
-        if not self._warm:
+        if self._forked is None:
             return super()._internal_poll(_deadstate, **kwargs)  # type: ignore[misc,no-any-return]
-        if self.returncode is None and self._waitpid_lock.acquire(False):  # type: ignore[attr-defined]
-            try:
-                if self.returncode is None:
-                    code = self._reported(block=False)
-                    if code is not None:
-                        self.returncode = code
-            finally:
-                self._waitpid_lock.release()  # type: ignore[attr-defined]
+        if self.returncode is None:
+            self.returncode = self._forked.poll()
         return self.returncode
 
 

@@ -134,13 +134,14 @@ class ForkServer:
 
 
 class ForkedProc:
-    """A child of the fork server, seen as `subprocess.Popen`: pid, stdout, poll, wait."""
+    """A child of the fork server, seen as `subprocess.Popen`: pid, stdout, poll, wait. Without
+    `read_fd` (the child was given descriptors of its own: tests/warm_cli.py), no stdout."""
 
-    def __init__(self, pid: int, *, conn: socket.socket, read_fd: int) -> None:
+    def __init__(self, pid: int, *, conn: socket.socket, read_fd: int | None) -> None:
         self.pid = pid
         self.returncode: int | None = None
-        self.stdout: IO[str] | None = open(  # noqa: SIM115 - closed by the group's reader
-            read_fd, encoding="utf-8", errors="replace")
+        self.stdout: IO[str] | None = None if read_fd is None else open(  # noqa: SIM115
+            read_fd, encoding="utf-8", errors="replace")  # closed by the group's reader
         self._conn: socket.socket | None = conn
         self._lock = threading.Lock()
 

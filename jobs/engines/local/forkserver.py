@@ -36,6 +36,7 @@ import sys
 import time
 import traceback
 import types
+from collections.abc import Mapping
 from typing import Any
 
 from jobs.startup import pause_collector, resume_collector
@@ -55,7 +56,7 @@ class Server:
         self.listener.bind(path)
         self.listener.listen(64)
         self.parent = os.getppid()
-        self.python_path = _python_path(dict(os.environ))  # its own, after sys.path[0]
+        self.python_path = _python_path(os.environ)  # its own, after sys.path[0]
         self.control: socket.socket | None = None
         self.idle: list[socket.socket] = []  # connections that have not sent a request yet
         self.children: dict[int, socket.socket] = {}  # pid -> the connection that asked for it
@@ -197,12 +198,11 @@ def _child(request: dict[str, Any], *, fds: list[int], sync_w: int, server: int,
         os._exit(code)
 
 
-def _python_path(env: dict[str, str]) -> list[str]:
+def _python_path(env: Mapping[str, str]) -> list[str]:
     """PYTHONPATH's entries as the interpreter puts them on sys.path (absolute, from the working
     directory; an empty one is the working directory)."""
     value = env.get("PYTHONPATH", "")
     return [os.path.abspath(entry) for entry in value.split(os.pathsep)] if value else []
-
 
 
 def _fresh_path(env: dict[str, str], server_path: list[str]) -> None:
